@@ -1,0 +1,129 @@
+package binlog
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// Flavors accepted in Config.Flavor.
+const (
+	FlavorMySQL   = "mysql"
+	FlavorMariaDB = "mariadb"
+)
+
+// Position modes accepted in Config.PositionMode.
+const (
+	ModeFile = "file" // resume by binlog file:pos (single server)
+	ModeGTID = "gtid" // resume by GTID set (survives failover to another server)
+)
+
+// Config configures the connection to the source server and what to read.
+type Config struct {
+	// Flavor is "mysql", "mariadb" or empty to detect it from VERSION().
+	Flavor string `yaml:"flavor" env:"FLAVOR"`
+	// Addr is the server's host:port.
+	Addr string `yaml:"addr" env:"ADDR"`
+	// User and Password of the publisher's MySQL user; see schema/grants-*.sql.
+	User     string `yaml:"user" env:"USER"`
+	Password string `yaml:"password" env:"PASSWORD"`
+	// ServerID is the replica server_id the publisher registers with. It must
+	// differ from the source's and from every other replica's.
+	ServerID uint32 `yaml:"server-id" env:"SERVER_ID"`
+	// Schema and Table name the outbox table.
+	Schema string `yaml:"schema" env:"SCHEMA"`
+	Table  string `yaml:"table" env:"TABLE"`
+	// PositionMode is "file" (default) or "gtid".
+	PositionMode string `yaml:"position-mode" env:"POSITION_MODE"`
+	// Start is where to start when no checkpoint exists: "latest",
+	// "earliest", "<file>:<pos>" or "gtid:<set>". Required on first run.
+	Start string `yaml:"start" env:"START"`
+	// HeartbeatPeriod asks the server for a heartbeat event when the binlog
+	// is idle (MASTER_HEARTBEAT_PERIOD), so that a dead connection is noticed.
+	HeartbeatPeriod time.Duration `yaml:"heartbeat-period" env:"HEARTBEAT_PERIOD"`
+	// ReadTimeout bounds the wait for the next event; must exceed HeartbeatPeriod.
+	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT"`
+	// ServerIDWait is how long start-up waits for a registration with the
+	// same server_id to go away (the dump thread of a killed publisher
+	// lingers until the server's next write to it) before failing.
+	ServerIDWait time.Duration `yaml:"server-id-wait" env:"SERVER_ID_WAIT"`
+	// TxnBuffer is the number of transactions buffered between the reader
+	// and the sink.
+	TxnBuffer int `yaml:"txn-buffer" env:"TXN_BUFFER"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:            "127.0.0.1:3306",
+		ServerID:        5701,
+		Table:           "im_event_outbox",
+		PositionMode:    ModeFile,
+		HeartbeatPeriod: 5 * time.Second,
+		ReadTimeout:     30 * time.Second,
+		ServerIDWait:    20 * time.Second,
+		TxnBuffer:       256,
+	}
+}
+
+// Validate checks the configuration and returns all problems joined, each
+// naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("source.%s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	switch c.Flavor {
+	case "", FlavorMySQL, FlavorMariaDB:
+	default:
+		bad("flavor", "%q: want mysql, mariadb or empty to detect", c.Flavor)
+	}
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
+		bad("addr", "%q: want host:port", c.Addr)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		bad("addr", "%q: bad port", c.Addr)
+	}
+	if c.User == "" {
+		bad("user", "required")
+	}
+	if c.ServerID == 0 {
+		bad("server-id", "required: a replica server_id unused by the source and other replicas")
+	}
+	if c.Schema == "" {
+		bad("schema", "required: the database holding the outbox table")
+	}
+	if c.Table == "" {
+		bad("table", "required")
+	}
+	switch c.PositionMode {
+	case ModeFile, ModeGTID:
+	default:
+		bad("position-mode", "%q: want file or gtid", c.PositionMode)
+	}
+	st, err := ParseStart(c.Start)
+	if err != nil {
+		bad("start", "%v", err)
+	} else if st.Kind == StartGTID && c.PositionMode != ModeGTID {
+		bad("start", "a GTID start needs position-mode: gtid")
+	}
+	if c.HeartbeatPeriod < 100*time.Millisecond {
+		bad("heartbeat-period", "%s: want at least 100ms", c.HeartbeatPeriod)
+	}
+	if c.ReadTimeout <= c.HeartbeatPeriod {
+		bad("read-timeout", "%s: must exceed heartbeat-period (%s)", c.ReadTimeout, c.HeartbeatPeriod)
+	}
+	if c.TxnBuffer < 1 {
+		bad("txn-buffer", "%d: want at least 1", c.TxnBuffer)
+	}
+	return errors.Join(errs...)
+}
+
+// Redacted returns a copy safe to log: the password is masked.
+func (c Config) Redacted() Config {
+	if c.Password != "" {
+		c.Password = "***"
+	}
+	return c
+}

@@ -1,0 +1,41 @@
+package binlog
+
+// Event is one INSERT row of the outbox table.
+//
+// The numeric fields are the row's BIGINT columns; Payload is the JSON
+// column's bytes exactly as the server sent them (MariaDB stores and sends
+// JSON as text; MySQL 8's binary JSON is rendered as MySQL's own text form).
+// CreatedAt is the DATETIME column as "YYYY-MM-DD hh:mm:ss[.ffffff]".
+// Pos is the position of the row event that carried the row (its
+// end_log_pos), for tracing; it is not a resumable position.
+type Event struct {
+	ID             uint64
+	EventType      string
+	ConversationID int64
+	MessageID      int64
+	SeqNo          int64
+	SenderID       int64
+	ReceiverID     int64
+	Payload        []byte
+	CreatedAt      string
+	Pos            Position
+}
+
+// Txn is one committed transaction. Events holds its outbox INSERT rows in
+// binlog order (possibly none: transactions without outbox rows are passed
+// on so that the checkpoint can advance past them). End is the position
+// right after its XID/COMMIT event: the resumable position.
+type Txn struct {
+	Events []Event
+	End    Position
+}
+
+// Size returns the sum of the events' payload bytes, an estimate of the
+// transaction's memory footprint.
+func (t *Txn) Size() int {
+	n := 0
+	for i := range t.Events {
+		n += len(t.Events[i].Payload) + 128
+	}
+	return n
+}

@@ -1,0 +1,263 @@
+package binlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+)
+
+// Reader streams committed transactions from the binlog, starting at a
+// given position. Create it with NewReader, read Txns() while Run runs.
+type Reader struct {
+	cfg     Config
+	flavor  string
+	columns []string // from information_schema, used when the table map has no names
+	from    Position
+	log     *zap.Logger
+	out     chan Txn
+
+	schema, table []byte
+}
+
+// NewReader returns a Reader that starts at from. flavor is the detected
+// flavor (Server.Flavor) and columns the outbox table's columns
+// (Server.Columns), used when the binlog carries no column names.
+func NewReader(cfg Config, flavor string, columns []string, from Position, log *zap.Logger) *Reader {
+	return &Reader{
+		cfg: cfg, flavor: flavor, columns: columns, from: from,
+		log: log.Named("binlog"), out: make(chan Txn, cfg.TxnBuffer),
+		schema: []byte(cfg.Schema), table: []byte(cfg.Table),
+	}
+}
+
+// Txns returns the channel of committed transactions, in commit order. It
+// is closed when Run returns.
+func (r *Reader) Txns() <-chan Txn { return r.out }
+
+// Run streams until ctx is cancelled (returning nil) or an error occurs.
+// Errors carry the position of the last complete transaction (*PositionError).
+// A transaction cut short by cancellation or an error is never emitted.
+func (r *Reader) Run(ctx context.Context) error {
+	defer close(r.out)
+	host, portStr, _ := net.SplitHostPort(r.cfg.Addr)
+	port, _ := strconv.ParseUint(portStr, 10, 16)
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID:        r.cfg.ServerID,
+		Flavor:          r.flavor,
+		Host:            host,
+		Port:            uint16(port),
+		User:            r.cfg.User,
+		Password:        r.cfg.Password,
+		HeartbeatPeriod: r.cfg.HeartbeatPeriod,
+		ReadTimeout:     r.cfg.ReadTimeout,
+		// Reconnecting inside go-mysql would resume in the middle of a
+		// transaction; the caller restarts from the last acknowledged
+		// transaction instead.
+		DisableRetrySync:      true,
+		MaxReconnectAttempts:  1,
+		RenderJSONAsMySQLText: true,
+		Logger:                slog.New(zapHandler{r.log.Named("go-mysql")}),
+	})
+	defer syncer.Close()
+
+	st := &state{r: r, pos: r.from}
+	var err error
+	if st.gset, err = mysql.ParseGTIDSet(r.flavor, r.from.GTIDSet); err != nil {
+		return fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, r.from.GTIDSet, err)
+	}
+	var streamer *replication.BinlogStreamer
+	if r.cfg.PositionMode == ModeGTID && (r.from.GTIDSet != "" || r.from.File == "") {
+		streamer, err = syncer.StartSyncGTID(st.gset.Clone())
+	} else {
+		streamer, err = syncer.StartSync(mysql.Position{Name: r.from.File, Pos: r.from.Pos})
+	}
+	if err != nil {
+		return &PositionError{Pos: r.from, Err: classify(err)}
+	}
+	r.log.Info("streaming binlog", zap.String("file", r.from.File), zap.Uint32("pos", r.from.Pos),
+		zap.String("gtid_set", r.from.GTIDSet), zap.String("mode", r.cfg.PositionMode), zap.String("flavor", r.flavor))
+	for {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return &PositionError{Pos: st.pos, Err: classify(err)}
+		}
+		txn, err := st.handle(ev, ev.Header)
+		if err != nil {
+			return &PositionError{Pos: st.pos, Err: err}
+		}
+		if txn == nil {
+			continue
+		}
+		select {
+		case r.out <- *txn:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// state is the framing state machine: it follows rotate events to know the
+// current file, GTID events to know the transaction's GTID, and BEGIN …
+// XID/COMMIT to frame transactions.
+type state struct {
+	r       *Reader
+	pos     Position // end of the last complete transaction
+	file    string   // current binlog file
+	gset    mysql.GTIDSet
+	gtid    string // GTID of the open transaction
+	inTxn   bool
+	events  []Event
+	columns map[uint64]*columnMap // by table id
+}
+
+// handle consumes one event and returns a transaction when one completes.
+func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader) (*Txn, error) {
+	if st.file == "" {
+		st.file = st.pos.File
+	}
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		st.file = string(e.NextLogName)
+		if !st.inTxn && st.pos.File != st.file {
+			// Rotation between transactions: the next transaction starts
+			// in the new file; positions resume there.
+			st.pos.File, st.pos.Pos = st.file, uint32(e.Position)
+		}
+	case *replication.GTIDEvent:
+		if next, err := e.GTIDNext(); err == nil {
+			st.gtid = next.String()
+		}
+	case *replication.MariadbGTIDEvent:
+		st.gtid = e.GTID.String()
+		st.begin()
+		if e.IsStandalone() {
+			// DDL or other event group with no terminating COMMIT: it ends
+			// with its single query event.
+			st.inTxn = false
+		}
+	case *replication.QueryEvent:
+		switch q := e.Query; {
+		case bytes.EqualFold(q, []byte("BEGIN")):
+			st.begin()
+		case bytes.EqualFold(q, []byte("COMMIT")):
+			return st.commit(h), nil
+		case !st.inTxn:
+			// A statement outside BEGIN … COMMIT (DDL) is a transaction of its own.
+			return st.commit(h), nil
+		}
+	case *replication.XIDEvent:
+		return st.commit(h), nil
+	case *replication.RowsEvent:
+		if !isWriteRows(h.EventType) || !bytes.Equal(e.Table.Table, st.r.table) || !bytes.Equal(e.Table.Schema, st.r.schema) {
+			return nil, nil
+		}
+		return nil, st.rows(e, h)
+	case *replication.TransactionPayloadEvent:
+		// MySQL 8 binlog_transaction_compression: the inner events carry
+		// no positions of their own; the outer event's end is the end.
+		var out *Txn
+		for _, inner := range e.Events {
+			ih := *inner.Header
+			ih.LogPos = h.LogPos
+			txn, err := st.handle(inner, &ih)
+			if err != nil {
+				return nil, err
+			}
+			if txn != nil {
+				out = txn
+			}
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+func (st *state) begin() {
+	st.inTxn = true
+	st.events = nil
+}
+
+func (st *state) commit(h *replication.EventHeader) *Txn {
+	if st.gtid != "" {
+		if err := st.gset.Update(st.gtid); err != nil {
+			st.r.log.Warn("cannot add GTID to the GTID set", zap.String("gtid", st.gtid), zap.Error(err))
+		}
+	}
+	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
+	txn := &Txn{Events: st.events, End: st.pos}
+	st.events, st.inTxn, st.gtid = nil, false, ""
+	return txn
+}
+
+func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
+	m, ok := st.columns[e.TableID]
+	if !ok {
+		names := e.Table.ColumnNameString()
+		if len(names) == 0 {
+			names = st.r.columns
+		}
+		cm, err := newColumnMap(names)
+		if err != nil {
+			return err
+		}
+		if int(e.Table.ColumnCount) != cm.n {
+			return fmt.Errorf("%w: the table map of %s.%s has %d columns but %d names are known (%v); the table changed since start: restart the publisher, or set binlog_row_metadata=FULL",
+				ErrDecode, e.Table.Schema, e.Table.Table, e.Table.ColumnCount, cm.n, names)
+		}
+		if st.columns == nil {
+			st.columns = make(map[uint64]*columnMap)
+		}
+		m = &cm
+		st.columns[e.TableID] = m
+	}
+	at := Position{File: st.file, Pos: h.LogPos, GTID: st.gtid}
+	for _, row := range e.Rows {
+		ev, err := m.decodeRow(row)
+		if err != nil {
+			return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
+		}
+		ev.Pos = at
+		st.events = append(st.events, ev)
+	}
+	return nil
+}
+
+func isWriteRows(t replication.EventType) bool {
+	switch t {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2,
+		replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		return true
+	}
+	return false
+}
+
+// classify maps replication errors to this package's sentinels.
+func classify(err error) error {
+	switch code(err) {
+	case codeMasterFatalReading:
+		return fmt.Errorf("%w: %v; if the binlog was purged, choose a new start (see README: start options)", ErrPositionUnavailable, err)
+	case codeAccessDenied:
+		return fmt.Errorf("%w: %v; the binlog dump needs REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* TO the publisher's user", ErrPrivileges, err)
+	case codeSlaveSameID:
+		return fmt.Errorf("%w: %v; set source.server-id to a value no other replica uses", ErrServerID, err)
+	}
+	return err
+}
+
+// IsFatal reports whether err is one that a reconnect cannot fix.
+func IsFatal(err error) bool {
+	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrServerID) ||
+		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart)
+}

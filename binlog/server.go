@@ -1,0 +1,367 @@
+package binlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"go.uber.org/zap"
+)
+
+// MySQL/MariaDB error codes used in classification (MySQL manual, "Server
+// Error Message Reference").
+const (
+	codeAccessDenied       = 1045 // ER_ACCESS_DENIED_ERROR
+	codeTableAccessDenied  = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	codeNoSuchTable        = 1146 // ER_NO_SUCH_TABLE
+	codeSpecificAccess     = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+	codeParse              = 1064 // ER_PARSE_ERROR
+	codeMasterFatalReading = 1236 // ER_MASTER_FATAL_ERROR_READING_BINLOG
+	codeSlaveSameID        = 4052 // MariaDB ER_SLAVE_SAME_ID
+)
+
+// Server is a plain SQL connection to the source, used for start-up checks
+// and to resolve start positions. It is not the replication connection.
+type Server struct {
+	cfg        Config
+	conn       *client.Conn
+	flavor     string
+	version    string
+	serverID   uint32
+	serverUUID string
+	metadata   string // binlog_row_metadata
+	log        *zap.Logger
+}
+
+// Connect opens the SQL connection and detects the flavor when
+// cfg.Flavor is empty.
+func Connect(ctx context.Context, cfg Config, log *zap.Logger) (*Server, error) {
+	conn, err := client.ConnectWithContext(ctx, cfg.Addr, cfg.User, cfg.Password, "", 10*time.Second)
+	if err != nil {
+		var me *mysql.MyError
+		if errors.As(err, &me) && me.Code == codeAccessDenied {
+			return nil, fmt.Errorf("%w: connect to %s as %q: %v; check source.user and source.password",
+				ErrPrivileges, cfg.Addr, cfg.User, err)
+		}
+		return nil, fmt.Errorf("binlog: connect to %s: %w", cfg.Addr, err)
+	}
+	s := &Server{cfg: cfg, conn: conn, log: log}
+	if err := s.identify(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the connection.
+func (s *Server) Close() error { return s.conn.Close() }
+
+// Flavor is "mysql" or "mariadb".
+func (s *Server) Flavor() string { return s.flavor }
+
+// ServerID is the source's @@server_id.
+func (s *Server) ServerID() uint32 { return s.serverID }
+
+// ServerUUID is the source's @@server_uuid (MySQL only; empty on MariaDB).
+func (s *Server) ServerUUID() string { return s.serverUUID }
+
+// Version is the source's VERSION().
+func (s *Server) Version() string { return s.version }
+
+func (s *Server) identify() error {
+	r, err := s.conn.Execute("SELECT VERSION(), @@server_id")
+	if err != nil {
+		return fmt.Errorf("binlog: identify server: %w", err)
+	}
+	s.version, _ = r.GetString(0, 0)
+	id, _ := r.GetUint(0, 1)
+	s.serverID = uint32(id)
+	s.flavor = s.cfg.Flavor
+	detected := FlavorMySQL
+	if strings.Contains(strings.ToLower(s.version), "mariadb") {
+		detected = FlavorMariaDB
+	}
+	if s.flavor == "" {
+		s.flavor = detected
+	} else if s.flavor != detected {
+		return fmt.Errorf("%w: source.flavor is %q but the server reports VERSION()=%q; set source.flavor: %s or leave it empty",
+			ErrServerConfig, s.flavor, s.version, detected)
+	}
+	if s.flavor == FlavorMySQL {
+		if r, err := s.conn.Execute("SELECT @@server_uuid"); err == nil {
+			s.serverUUID, _ = r.GetString(0, 0)
+		}
+	}
+	return nil
+}
+
+func (s *Server) variables() (map[string]string, error) {
+	r, err := s.conn.Execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin','binlog_format','binlog_row_image','binlog_row_metadata','gtid_mode')")
+	if err != nil {
+		return nil, fmt.Errorf("binlog: read server variables: %w", err)
+	}
+	vars := make(map[string]string, r.RowNumber())
+	for i := 0; i < r.RowNumber(); i++ {
+		k, _ := r.GetString(i, 0)
+		v, _ := r.GetString(i, 1)
+		vars[strings.ToLower(k)] = strings.ToUpper(v)
+	}
+	return vars, nil
+}
+
+// Check verifies the server settings, the publisher's privileges and that
+// no other replica uses the configured server_id. Every problem found is
+// returned, joined, each naming its fix.
+func (s *Server) Check(ctx context.Context) error {
+	var errs []error
+	vars, err := s.variables()
+	if err != nil {
+		return err
+	}
+	if vars["log_bin"] != "ON" && vars["log_bin"] != "1" {
+		errs = append(errs, fmt.Errorf("%w: log_bin is %s: enable the binary log (log_bin=<basename> in the server's [mysqld] section, then restart)", ErrServerConfig, or(vars["log_bin"], "OFF")))
+	}
+	if f := vars["binlog_format"]; f != "ROW" {
+		errs = append(errs, fmt.Errorf("%w: binlog_format is %s: run SET GLOBAL binlog_format=ROW and set binlog_format=ROW in the server's config (sessions opened before keep the old format)", ErrServerConfig, f))
+	}
+	if f := vars["binlog_row_image"]; f != "FULL" {
+		errs = append(errs, fmt.Errorf("%w: binlog_row_image is %s: run SET GLOBAL binlog_row_image=FULL and set binlog_row_image=FULL in the server's config", ErrServerConfig, f))
+	}
+	s.metadata = vars["binlog_row_metadata"]
+	if s.metadata != "FULL" {
+		s.log.Warn("binlog_row_metadata is not FULL: column names come from information_schema read at start, so DDL on the outbox table needs a restart; set binlog_row_metadata=FULL to avoid this",
+			zap.String("binlog_row_metadata", s.metadata))
+	}
+	if s.cfg.PositionMode == ModeGTID && s.flavor == FlavorMySQL && vars["gtid_mode"] != "ON" {
+		errs = append(errs, fmt.Errorf("%w: gtid_mode is %s but source.position-mode is gtid: enable gtid_mode=ON and enforce_gtid_consistency=ON, or use position-mode: file", ErrServerConfig, vars["gtid_mode"]))
+	}
+	errs = append(errs, s.checkPrivileges()...)
+	if err := s.checkServerID(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (s *Server) checkPrivileges() []error {
+	var errs []error
+	fix := fmt.Sprintf("see schema/grants-%s.sql", s.flavor)
+	// REPLICATION CLIENT (MySQL) / BINLOG MONITOR (MariaDB 10.5+) lets us list binlogs.
+	if _, err := s.conn.Execute("SHOW BINARY LOGS"); err != nil {
+		if code(err) == codeSpecificAccess {
+			priv := "REPLICATION CLIENT"
+			if s.flavor == FlavorMariaDB {
+				priv = "BINLOG MONITOR"
+			}
+			errs = append(errs, fmt.Errorf("%w: %q cannot list binary logs: GRANT %s ON *.* TO the publisher's user (%s)", ErrPrivileges, s.cfg.User, priv, fix))
+		} else {
+			errs = append(errs, fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err))
+		}
+	}
+	// REPLICATION SLAVE is only exercised by the binlog dump itself, where its
+	// absence shows as a misleading "1045 access denied"; read it from the grants.
+	if r, err := s.conn.Execute("SHOW GRANTS"); err == nil {
+		ok := false
+		for i := 0; i < r.RowNumber(); i++ {
+			g, _ := r.GetString(i, 0)
+			g = strings.ToUpper(g)
+			if strings.Contains(g, "ON *.*") && (strings.Contains(g, "REPLICATION SLAVE") || strings.Contains(g, "REPLICATION REPLICA") || strings.Contains(g, "ALL PRIVILEGES")) {
+				ok = true
+			}
+		}
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: %q lacks REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* TO the publisher's user (%s)", ErrPrivileges, s.cfg.User, fix))
+		}
+	}
+	q := fmt.Sprintf("SELECT 1 FROM `%s`.`%s` LIMIT 0", s.cfg.Schema, s.cfg.Table)
+	if _, err := s.conn.Execute(q); err != nil {
+		switch code(err) {
+		case codeTableAccessDenied:
+			errs = append(errs, fmt.Errorf("%w: %q cannot SELECT from %s.%s: GRANT SELECT ON %s.%s TO the publisher's user (%s)", ErrPrivileges, s.cfg.User, s.cfg.Schema, s.cfg.Table, s.cfg.Schema, s.cfg.Table, fix))
+		case codeNoSuchTable:
+			errs = append(errs, fmt.Errorf("%w: table %s.%s does not exist: create it from schema/%s.sql or fix source.schema / source.table", ErrServerConfig, s.cfg.Schema, s.cfg.Table, s.flavor))
+		default:
+			errs = append(errs, fmt.Errorf("binlog: %s: %w", q, err))
+		}
+	}
+	return errs
+}
+
+// checkServerID fails when the source itself or a registered replica uses
+// the configured server_id. A registration left by a killed publisher goes
+// away once the server next writes to its dead socket, so a conflict is
+// re-checked for up to cfg.ServerIDWait before failing.
+func (s *Server) checkServerID(ctx context.Context) error {
+	if s.serverID == s.cfg.ServerID {
+		return fmt.Errorf("%w: source.server-id %d is the source's own @@server_id: choose another", ErrServerID, s.cfg.ServerID)
+	}
+	q := "SHOW SLAVE HOSTS"
+	if s.flavor == FlavorMySQL {
+		q = "SHOW REPLICAS"
+	}
+	deadline := time.Now().Add(s.cfg.ServerIDWait)
+	for {
+		r, err := s.conn.Execute(q)
+		if err != nil {
+			// Listing replicas needs REPLICATION SLAVE (MySQL) or REPLICATION
+			// MASTER ADMIN (MariaDB); the binlog dump will report a
+			// conflict anyway, so this check is best effort.
+			s.log.Warn("cannot list replicas to check server-id", zap.Error(err))
+			return nil
+		}
+		host := ""
+		for i := 0; i < r.RowNumber(); i++ {
+			id, _ := r.GetUintByName(i, "Server_id")
+			if uint32(id) == s.cfg.ServerID {
+				host, _ = r.GetStringByName(i, "Host")
+				host = or(host, "(no report_host)")
+			}
+		}
+		if host == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: replica %s already uses server_id %d: set source.server-id to an unused value (see SHOW SLAVE HOSTS / SHOW REPLICAS)", ErrServerID, host, s.cfg.ServerID)
+		}
+		s.log.Warn("a replica with our server_id is registered; waiting for it to go away (a killed publisher's connection lingers briefly)",
+			zap.Uint32("server_id", s.cfg.ServerID), zap.String("replica_host", host))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Columns returns the outbox table's column names in ordinal order, from
+// information_schema.COLUMNS.
+func (s *Server) Columns() ([]string, error) {
+	r, err := s.conn.Execute("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+		s.cfg.Schema, s.cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("binlog: read columns of %s.%s: %w", s.cfg.Schema, s.cfg.Table, err)
+	}
+	cols := make([]string, r.RowNumber())
+	for i := range cols {
+		cols[i], _ = r.GetString(i, 0)
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: table %s.%s not found in information_schema: create it from schema/%s.sql", ErrServerConfig, s.cfg.Schema, s.cfg.Table, s.flavor)
+	}
+	return cols, nil
+}
+
+// BinaryLogs returns the server's binlog file names, oldest first.
+func (s *Server) BinaryLogs() ([]string, error) {
+	r, err := s.conn.Execute("SHOW BINARY LOGS")
+	if err != nil {
+		return nil, fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err)
+	}
+	files := make([]string, r.RowNumber())
+	for i := range files {
+		files[i], _ = r.GetString(i, 0)
+	}
+	return files, nil
+}
+
+// Latest returns the current end of the binlog: SHOW BINARY LOG STATUS
+// (MySQL 8.4+, MariaDB 10.5.2+) or SHOW MASTER STATUS, with the server's
+// GTID set (Executed_Gtid_Set on MySQL, @@gtid_binlog_pos on MariaDB).
+func (s *Server) Latest() (Position, error) {
+	r, err := s.conn.Execute("SHOW BINARY LOG STATUS")
+	if code(err) == codeParse {
+		r, err = s.conn.Execute("SHOW MASTER STATUS")
+	}
+	if err != nil {
+		return Position{}, fmt.Errorf("binlog: read the current binlog position: %w", err)
+	}
+	if r.RowNumber() == 0 {
+		return Position{}, fmt.Errorf("%w: the server reports no binlog position: enable log_bin", ErrServerConfig)
+	}
+	var p Position
+	p.File, _ = r.GetString(0, 0)
+	pos, _ := r.GetUint(0, 1)
+	p.Pos = uint32(pos)
+	if s.flavor == FlavorMySQL {
+		if set, err := r.GetStringByName(0, "Executed_Gtid_Set"); err == nil {
+			p.GTIDSet = strings.ReplaceAll(set, "\n", "")
+		}
+	} else if g, err := s.conn.Execute("SELECT @@gtid_binlog_pos"); err == nil {
+		p.GTIDSet, _ = g.GetString(0, 0)
+	}
+	return p, nil
+}
+
+// Resolve turns a start option into a position, checking it against the
+// binlogs the server still has.
+func (s *Server) Resolve(st Start) (Position, error) {
+	switch st.Kind {
+	case StartLatest:
+		return s.Latest()
+	case StartEarliest:
+		files, err := s.BinaryLogs()
+		if err != nil {
+			return Position{}, err
+		}
+		if len(files) == 0 {
+			return Position{}, fmt.Errorf("%w: the server has no binary logs: enable log_bin", ErrServerConfig)
+		}
+		p := Position{File: files[0], Pos: 4}
+		if s.flavor == FlavorMySQL {
+			if g, err := s.conn.Execute("SELECT @@gtid_purged"); err == nil {
+				p.GTIDSet, _ = g.GetString(0, 0)
+			}
+		}
+		return p, nil
+	case StartFilePos:
+		p := Position{File: st.File, Pos: st.Pos}
+		return p, s.Available(p)
+	case StartGTID:
+		if _, err := mysql.ParseGTIDSet(s.flavor, st.GTIDSet); err != nil {
+			return Position{}, fmt.Errorf("%w: gtid:%s is not a %s GTID set: %v", ErrStart, st.GTIDSet, s.flavor, err)
+		}
+		return Position{GTIDSet: st.GTIDSet}, nil
+	}
+	return Position{}, fmt.Errorf("%w: no checkpoint and no start option: set source.start (or --start) to latest, earliest, <file>:<pos> or gtid:<set> for the first run", ErrStart)
+}
+
+// Available checks that p's binlog file still exists on the server.
+func (s *Server) Available(p Position) error {
+	if p.File == "" {
+		return nil
+	}
+	files, err := s.BinaryLogs()
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if f == p.File {
+			return nil
+		}
+	}
+	oldest := "(none)"
+	if len(files) > 0 {
+		oldest = files[0] + ":4"
+	}
+	return fmt.Errorf("%w: binlog %s is not on the server (purged, or from another server); oldest available is %s",
+		ErrPositionUnavailable, p.FilePos(), oldest)
+}
+
+// code returns the MySQL error code of err, or 0.
+func code(err error) uint16 {
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		return me.Code
+	}
+	return 0
+}

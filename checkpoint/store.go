@@ -1,0 +1,154 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/redis/go-redis/v9"
+)
+
+// Version is the checkpoint format version written in each value.
+const Version = 1
+
+// Checkpoint is the stored value: the position after the last transaction
+// whose records were all acknowledged, and where it came from.
+type Checkpoint struct {
+	Version int `json:"version"`
+	// File and Pos: the binlog file and the offset of the next event.
+	File string `json:"file"`
+	Pos  uint32 `json:"pos"`
+	// GTIDSet: the GTID set executed up to here, in the flavor's syntax.
+	GTIDSet string `json:"gtid_set"`
+	// GTID: the last transaction's GTID.
+	GTID string `json:"gtid,omitempty"`
+	// ServerID and ServerUUID of the source (server_uuid: MySQL only).
+	ServerID   uint32 `json:"server_id"`
+	ServerUUID string `json:"server_uuid,omitempty"`
+	Flavor     string `json:"flavor"`
+	// EventTime: commit time of the last transaction (binlog header, 1 s resolution).
+	EventTime time.Time `json:"event_time"`
+	// UpdatedAt: when this value was written.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Position returns the binlog position of the checkpoint.
+func (c *Checkpoint) Position() binlog.Position {
+	return binlog.Position{File: c.File, Pos: c.Pos, GTIDSet: c.GTIDSet, GTID: c.GTID, Time: c.EventTime}
+}
+
+// Config configures the store.
+type Config struct {
+	// Addr is the Redis server's host:port.
+	Addr     string `yaml:"addr" env:"ADDR"`
+	Username string `yaml:"username" env:"USERNAME"`
+	Password string `yaml:"password" env:"PASSWORD"`
+	DB       int    `yaml:"db" env:"DB"`
+	// Key is the Redis key of this source's checkpoint. Two publishers must
+	// never share a key.
+	Key string `yaml:"key" env:"KEY"`
+	// Interval is how often the checkpoint is written while publishing.
+	Interval time.Duration `yaml:"interval" env:"INTERVAL"`
+	// Timeout bounds one Redis command.
+	Timeout time.Duration `yaml:"timeout" env:"TIMEOUT"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Addr: "127.0.0.1:6379", Key: "cdc-outbox:checkpoint:default", Interval: time.Second, Timeout: 2 * time.Second}
+}
+
+// Validate checks the configuration and returns all problems joined.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("checkpoint.addr: %q: want host:port", c.Addr))
+	}
+	if c.Key == "" {
+		errs = append(errs, errors.New("checkpoint.key: required, one per source"))
+	}
+	if c.DB < 0 {
+		errs = append(errs, fmt.Errorf("checkpoint.db: %d: want >= 0", c.DB))
+	}
+	if c.Interval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("checkpoint.interval: %s: want at least 10ms", c.Interval))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("checkpoint.timeout: %s: want > 0", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Store reads and writes one source's checkpoint.
+type Store struct {
+	rdb *redis.Client
+	key string
+	cfg Config
+}
+
+// NewStore returns a Store for a validated Config. It does not connect yet.
+func NewStore(cfg Config) *Store {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: cfg.Addr, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB,
+		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+		MaxRetries: 1,
+	})
+	return &Store{rdb: rdb, key: cfg.Key, cfg: cfg}
+}
+
+// Key returns the Redis key.
+func (s *Store) Key() string { return s.key }
+
+// Close closes the Redis client.
+func (s *Store) Close() error { return s.rdb.Close() }
+
+// Load returns the stored checkpoint, or nil when the key does not exist.
+func (s *Store) Load(ctx context.Context) (*Checkpoint, error) {
+	b, err := s.rdb.Get(ctx, s.key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: GET %s from %s: %w", s.key, s.cfg.Addr, err)
+	}
+	var c Checkpoint
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: key %s: %v", ErrCorrupt, s.key, err)
+	}
+	if c.Version != Version || (c.File == "" && c.GTIDSet == "") {
+		return nil, fmt.Errorf("%w: key %s: version %d, file %q, gtid_set %q", ErrCorrupt, s.key, c.Version, c.File, c.GTIDSet)
+	}
+	return &c, nil
+}
+
+// Save writes c (setting Version and UpdatedAt) with a single SET.
+func (s *Store) Save(ctx context.Context, c Checkpoint) error {
+	c.Version = Version
+	c.UpdatedAt = time.Now().UTC()
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := s.rdb.Set(ctx, s.key, b, 0).Err(); err != nil {
+		return fmt.Errorf("checkpoint: SET %s on %s: %w", s.key, s.cfg.Addr, err)
+	}
+	return nil
+}
+
+// Persistent reports whether the Redis server persists data (AOF on, or
+// RDB save points configured).
+func (s *Store) Persistent(ctx context.Context) (bool, error) {
+	aof, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
+	if err != nil {
+		return false, err
+	}
+	save, err := s.rdb.ConfigGet(ctx, "save").Result()
+	if err != nil {
+		return false, err
+	}
+	return aof["appendonly"] == "yes" || save["save"] != "", nil
+}

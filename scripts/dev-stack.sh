@@ -1,0 +1,683 @@
+#!/usr/bin/env bash
+# dev-stack.sh — a real local MariaDB + Redis + Kafka stack on loopback, no Docker.
+#
+#   scripts/dev-stack.sh up        install what is missing, start all three, wait until they answer
+#   scripts/dev-stack.sh down      stop what this script started (by pid file); data is kept
+#   scripts/dev-stack.sh status    print each service up/down (exit 0 only if all are up)
+#   scripts/dev-stack.sh env       print `export` lines:  eval "$(scripts/dev-stack.sh env)"
+#   scripts/dev-stack.sh {start,stop,restart,kill}-{mariadb,redis,kafka}
+#                                  one service (kill-* = SIGKILL, for crash tests)
+#   scripts/dev-stack.sh kafka-topics|kafka-console-producer|kafka-console-consumer ARGS...
+#                                  Kafka CLI tools (--bootstrap-server is added if missing)
+#   scripts/dev-stack.sh kafka-tool MAIN_CLASS ARGS...   any class on the Kafka classpath
+#   scripts/dev-stack.sh mysql [ARGS...]                 mariadb client, logged in as root
+#   scripts/dev-stack.sh redis-cli [ARGS...]             redis-cli on our port
+#   scripts/dev-stack.sh wipe      down + delete the stack dir (jar cache is kept)
+#
+# Environment (defaults in brackets):
+#   CDC_STACK_DIR [/tmp/cdc-outbox-stack]   all data + logs (mariadb/ redis/ kafka/ logs/)
+#   CDC_CACHE_DIR [$HOME/.cache/cdc-outbox] Kafka jars, kept across down/up
+#   CDC_MYSQL_PORT [33306]  CDC_MYSQL_ROOT_PASSWORD [root]  CDC_MYSQL_DB [im]
+#   CDC_MYSQL_DURABLE [0]   1 = innodb_flush_log_at_trx_commit=1 + sync_binlog=1
+#   CDC_REDIS_PORT [36379]
+#   CDC_KAFKA_PORT [39092]  CDC_KAFKA_CONTROLLER_PORT [39093]  CDC_KAFKA_VERSION [4.1.1]
+#   CDC_STACK_TIMEOUT [120] seconds to wait for each service
+#
+# MariaDB and Redis come from Debian packages (apt-get), Kafka (KRaft, single combined
+# broker+controller node) from Maven Central jars fetched with mvn. Debian's system
+# services are never used (no systemctl/service); our ports differ from the defaults.
+set -euo pipefail
+
+STACK_DIR="${CDC_STACK_DIR:-/tmp/cdc-outbox-stack}"
+CACHE_DIR="${CDC_CACHE_DIR:-${HOME:-/root}/.cache/cdc-outbox}"
+MYSQL_PORT="${CDC_MYSQL_PORT:-33306}"
+MYSQL_ROOT_PASSWORD="${CDC_MYSQL_ROOT_PASSWORD:-root}"
+MYSQL_DB="${CDC_MYSQL_DB:-im}"
+MYSQL_DURABLE="${CDC_MYSQL_DURABLE:-0}"
+REDIS_PORT="${CDC_REDIS_PORT:-36379}"
+KAFKA_PORT="${CDC_KAFKA_PORT:-39092}"
+KAFKA_CONTROLLER_PORT="${CDC_KAFKA_CONTROLLER_PORT:-39093}"
+KAFKA_VERSION="${CDC_KAFKA_VERSION:-4.1.1}"
+TIMEOUT="${CDC_STACK_TIMEOUT:-120}"
+
+LOG_DIR="$STACK_DIR/logs"
+MDB_DIR="$STACK_DIR/mariadb"
+REDIS_DIR="$STACK_DIR/redis"
+KAFKA_DIR="$STACK_DIR/kafka"
+
+MDB_CNF="$MDB_DIR/my.cnf"
+MDB_CLIENT_CNF="$MDB_DIR/client.cnf"
+MDB_SOCK="$MDB_DIR/mysqld.sock"
+MDB_PID="$MDB_DIR/mysqld.pid"
+MDB_LOG="$LOG_DIR/mariadb.log"
+
+REDIS_CONF="$REDIS_DIR/redis.conf"
+REDIS_PID="$REDIS_DIR/redis.pid"
+REDIS_LOG="$LOG_DIR/redis.log"
+
+KAFKA_PROPS="$KAFKA_DIR/server.properties"
+KAFKA_PID="$KAFKA_DIR/kafka.pid"
+KAFKA_LOG="$LOG_DIR/kafka.log"
+KAFKA_HOME="$CACHE_DIR/kafka-$KAFKA_VERSION"
+KAFKA_LIBS="$KAFKA_HOME/libs"
+
+PATH="$PATH:/usr/sbin:/sbin"
+
+log() { echo "dev-stack: $*" >&2; }
+die() { echo "dev-stack: ERROR: $*" >&2; exit 1; }
+
+run_user() { id -un; }
+
+# ---------------------------------------------------------------- helpers
+
+# port_open PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# pid_alive PIDFILE PATTERN: true if the pid in PIDFILE runs and its command line
+# contains PATTERN (guards against pid reuse). Prints the pid.
+pid_alive() {
+  local file=$1 pattern=$2 pid
+  [[ -s $file ]] || return 1
+  pid=$(tr -dc '0-9' <"$file")
+  [[ -n $pid ]] || return 1
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$pattern" || return 1
+  echo "$pid"
+}
+
+# fail_with_log SERVICE LOGFILE MESSAGE
+fail_with_log() {
+  local svc=$1 file=$2 msg=$3
+  echo "dev-stack: ERROR: $svc: $msg" >&2
+  if [[ -f $file ]]; then
+    echo "dev-stack: ---- last 40 lines of $file ----" >&2
+    tail -n 40 "$file" >&2 || true
+    echo "dev-stack: ----" >&2
+  fi
+  exit 1
+}
+
+# check_port_free SERVICE PORT: refuse to start if a foreign process owns our port.
+check_port_free() {
+  if port_open "$2"; then
+    die "$1: 127.0.0.1:$2 is already in use by a process this script did not start (see: ss -ltnp | grep :$2); pick another port via env"
+  fi
+}
+
+# stop_pid SERVICE PIDFILE PATTERN: SIGTERM, wait up to 60 s, then SIGKILL.
+stop_pid() {
+  local svc=$1 file=$2 pattern=$3 pid i
+  if ! pid=$(pid_alive "$file" "$pattern"); then
+    log "$svc: not running (by pid file)"
+    rm -f "$file"
+    return 0
+  fi
+  log "$svc: stopping pid $pid"
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 600; i++)); do
+    [[ -d /proc/$pid ]] || break
+    # a zombie that is not our child still shows in /proc; treat it as gone
+    [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]] && break
+    sleep 0.1
+  done
+  if [[ -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]; then
+    log "$svc: still running after 60 s, sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.5
+  fi
+  rm -f "$file"
+  log "$svc: stopped"
+}
+
+kill_pid() {
+  local svc=$1 file=$2 pattern=$3 pid
+  if pid=$(pid_alive "$file" "$pattern"); then
+    log "$svc: SIGKILL pid $pid"
+    kill -KILL "$pid" 2>/dev/null || true
+    while [[ -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]; do sleep 0.1; done
+  else
+    log "$svc: not running"
+  fi
+}
+
+mkdirs() {
+  mkdir -p "$LOG_DIR" "$MDB_DIR" "$REDIS_DIR" "$KAFKA_DIR" "$CACHE_DIR"
+}
+
+# ---------------------------------------------------------------- packages
+
+need_cmd() { command -v "$1" >/dev/null 2>&1; }
+
+ensure_packages() {
+  local pkgs=()
+  need_cmd mariadbd && need_cmd mariadb-install-db || pkgs+=(mariadb-server)
+  need_cmd mariadb && need_cmd mariadb-admin || pkgs+=(mariadb-client)
+  need_cmd redis-server && need_cmd redis-cli || pkgs+=(redis-server)
+  need_cmd java || pkgs+=(default-jre-headless)
+  need_cmd mvn || pkgs+=(maven)
+  ((${#pkgs[@]})) || return 0
+
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    need_cmd sudo || die "missing packages (${pkgs[*]}) and not root; install them: apt-get install -y --no-install-recommends ${pkgs[*]}"
+    sudo=(sudo -n)
+  fi
+  log "installing Debian packages: ${pkgs[*]} (log: $LOG_DIR/apt.log)"
+  local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o Dpkg::Use-Pty=0
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+  if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
+    log "apt package lists are empty; running apt-get update"
+    "${apt[@]}" update >>"$LOG_DIR/apt.log" 2>&1 || fail_with_log apt "$LOG_DIR/apt.log" "apt-get update failed"
+  fi
+  if ! "${apt[@]}" install -y --no-install-recommends "${pkgs[@]}" >>"$LOG_DIR/apt.log" 2>&1; then
+    log "apt-get install failed; running apt-get update and retrying"
+    "${apt[@]}" update >>"$LOG_DIR/apt.log" 2>&1 || fail_with_log apt "$LOG_DIR/apt.log" "apt-get update failed"
+    "${apt[@]}" install -y --no-install-recommends "${pkgs[@]}" >>"$LOG_DIR/apt.log" 2>&1 ||
+      fail_with_log apt "$LOG_DIR/apt.log" "apt-get install ${pkgs[*]} failed"
+  fi
+  hash -r
+}
+
+# ---------------------------------------------------------------- MariaDB
+
+mariadb_write_config() {
+  mkdir -p "$MDB_DIR/data" "$MDB_DIR/binlog" "$MDB_DIR/tmp"
+  local flush=2 sync=0
+  if [[ $MYSQL_DURABLE == 1 ]]; then flush=1 sync=1; fi
+  cat >"$MDB_CNF" <<EOF
+# generated by scripts/dev-stack.sh — edits are overwritten on every start
+[mysqld]
+user=$(run_user)
+datadir=$MDB_DIR/data
+tmpdir=$MDB_DIR/tmp
+socket=$MDB_SOCK
+pid-file=$MDB_PID
+log-error=$MDB_LOG
+port=$MYSQL_PORT
+bind-address=127.0.0.1
+skip-name-resolve
+# a private mariadbd does not read Debian's conf.d, so restore its utf8mb4 defaults
+character-set-server=utf8mb4
+collation-server=utf8mb4_unicode_ci
+# binlog for CDC
+server_id=1
+log_bin=$MDB_DIR/binlog/mariadb-bin
+log_bin_index=$MDB_DIR/binlog/mariadb-bin.index
+binlog_format=ROW
+binlog_row_image=FULL
+binlog_row_metadata=FULL
+binlog_expire_logs_seconds=604800
+max_binlog_size=256M
+max_allowed_packet=64M
+# Dev speed: innodb_flush_log_at_trx_commit=2 + sync_binlog=0 still write the redo log
+# and binlog to the OS at every commit, so they survive a mariadbd crash/SIGKILL
+# (only an OS crash can lose the last second). CDC_MYSQL_DURABLE=1 selects 1/1.
+innodb_flush_log_at_trx_commit=$flush
+sync_binlog=$sync
+innodb_buffer_pool_size=256M
+performance_schema=OFF
+max_connections=300
+
+[client]
+socket=$MDB_SOCK
+port=$MYSQL_PORT
+default-character-set=utf8mb4
+EOF
+  # root over TCP, for `mariadb --defaults-file=$MDB_CLIENT_CNF`
+  (
+    umask 077
+    cat >"$MDB_CLIENT_CNF" <<EOF
+[client]
+user=root
+password=$MYSQL_ROOT_PASSWORD
+host=127.0.0.1
+port=$MYSQL_PORT
+protocol=TCP
+default-character-set=utf8mb4
+EOF
+  )
+}
+
+mariadb_ping() {
+  mariadb-admin --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYSQL_PORT" --connect-timeout=2 ping >/dev/null 2>&1
+}
+
+mariadb_running() { pid_alive "$MDB_PID" mariadbd >/dev/null && mariadb_ping; }
+
+# mariadb_sql_tcp SQL: run as root with the configured password over TCP
+mariadb_sql_tcp() {
+  mariadb --defaults-file="$MDB_CLIENT_CNF" --batch --skip-column-names -e "$1"
+}
+
+mariadb_provision() {
+  local pw_sql db_sql
+  pw_sql=${MYSQL_ROOT_PASSWORD//\\/\\\\}
+  pw_sql=${pw_sql//\'/\\\'}
+  db_sql=${MYSQL_DB//\`/\`\`}
+  if mariadb_sql_tcp "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME='$db_sql'" 2>/dev/null | grep -q 1; then
+    return 0
+  fi
+  log "mariadb: provisioning root@localhost/root@127.0.0.1 password and database '$MYSQL_DB'"
+  local sql="SET SESSION sql_log_bin=0;
+ALTER USER 'root'@'localhost' IDENTIFIED BY '$pw_sql';
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '$pw_sql';
+ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '$pw_sql';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+CREATE DATABASE IF NOT EXISTS \`$db_sql\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+FLUSH PRIVILEGES;"
+  # Over the socket as root: fresh datadir has an empty root password; later runs
+  # have the configured one (MYSQL_PWD keeps it off the command line).
+  if MYSQL_PWD="$MYSQL_ROOT_PASSWORD" mariadb --no-defaults --socket="$MDB_SOCK" -uroot -e "$sql" 2>>"$LOG_DIR/mariadb-provision.log" ||
+    mariadb --no-defaults --socket="$MDB_SOCK" -uroot -e "$sql" 2>>"$LOG_DIR/mariadb-provision.log"; then
+    mariadb_sql_tcp "SELECT 1" >/dev/null 2>>"$LOG_DIR/mariadb-provision.log" ||
+      fail_with_log mariadb "$LOG_DIR/mariadb-provision.log" "root@127.0.0.1 login with CDC_MYSQL_ROOT_PASSWORD fails after provisioning"
+  else
+    fail_with_log mariadb "$LOG_DIR/mariadb-provision.log" "cannot log in as root to set the password (datadir made with another CDC_MYSQL_ROOT_PASSWORD? try: $0 wipe)"
+  fi
+}
+
+start_mariadb() {
+  mkdirs
+  if mariadb_running; then
+    log "mariadb: already up (pid $(pid_alive "$MDB_PID" mariadbd), 127.0.0.1:$MYSQL_PORT)"
+    mariadb_write_config
+    mariadb_provision
+    return 0
+  fi
+  if pid_alive "$MDB_PID" mariadbd >/dev/null; then
+    log "mariadb: process exists but does not answer yet; waiting"
+  else
+    check_port_free mariadb "$MYSQL_PORT"
+    mariadb_write_config
+    if [[ ! -d $MDB_DIR/data/mysql ]]; then
+      # initialize into a scratch dir and rename, so a failed init never leaves a half datadir
+      log "mariadb: initializing datadir $MDB_DIR/data"
+      rm -rf "$MDB_DIR/data.init" && mkdir -p "$MDB_DIR/data.init"
+      mariadb-install-db --defaults-file="$MDB_CNF" --user="$(run_user)" --datadir="$MDB_DIR/data.init" \
+        --auth-root-authentication-method=normal --skip-test-db \
+        >>"$LOG_DIR/mariadb-install-db.log" 2>&1 ||
+        fail_with_log mariadb "$LOG_DIR/mariadb-install-db.log" "mariadb-install-db failed"
+      rm -rf "$MDB_DIR/data" && mv "$MDB_DIR/data.init" "$MDB_DIR/data"
+    fi
+    rm -f "$MDB_PID" "$MDB_SOCK"
+    log "mariadb: starting on 127.0.0.1:$MYSQL_PORT (log: $MDB_LOG)"
+    local mariadbd_bin
+    mariadbd_bin=$(command -v mariadbd)
+    # --defaults-file must be the first option; setsid keeps it out of our process group
+    setsid nohup "$mariadbd_bin" --defaults-file="$MDB_CNF" >>"$MDB_LOG" 2>&1 </dev/null &
+    local bgpid=$!
+    echo "$bgpid" >"$MDB_PID.launcher"
+  fi
+  local deadline=$((SECONDS + TIMEOUT))
+  until mariadb_ping; do
+    if ((SECONDS >= deadline)); then
+      fail_with_log mariadb "$MDB_LOG" "did not answer on 127.0.0.1:$MYSQL_PORT within ${TIMEOUT}s"
+    fi
+    if [[ -f $MDB_PID.launcher ]] && ! [[ -d /proc/$(cat "$MDB_PID.launcher") ]]; then
+      rm -f "$MDB_PID.launcher"
+      fail_with_log mariadb "$MDB_LOG" "mariadbd exited during startup"
+    fi
+    sleep 0.5
+  done
+  # the server writes pid-file itself; fall back to the launcher pid
+  if ! pid_alive "$MDB_PID" mariadbd >/dev/null && [[ -f $MDB_PID.launcher ]]; then
+    cp "$MDB_PID.launcher" "$MDB_PID"
+  fi
+  rm -f "$MDB_PID.launcher"
+  mariadb_provision
+  log "mariadb: up (pid $(pid_alive "$MDB_PID" mariadbd || echo '?'), 127.0.0.1:$MYSQL_PORT, db '$MYSQL_DB')"
+}
+
+stop_mariadb() { stop_pid mariadb "$MDB_PID" mariadbd; }
+
+# ---------------------------------------------------------------- Redis
+
+redis_write_config() {
+  cat >"$REDIS_CONF" <<EOF
+# generated by scripts/dev-stack.sh — edits are overwritten on every start
+bind 127.0.0.1
+port $REDIS_PORT
+protected-mode yes
+daemonize yes
+pidfile $REDIS_PID
+logfile $REDIS_LOG
+dir $REDIS_DIR
+# persistence: checkpoints must survive a restart
+appendonly yes
+appendfsync everysec
+appenddirname appendonlydir
+save 3600 1 300 100 60 10000
+dbfilename dump.rdb
+EOF
+}
+
+redis_ping() {
+  [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]
+}
+
+redis_running() { pid_alive "$REDIS_PID" redis-server >/dev/null && redis_ping; }
+
+start_redis() {
+  mkdirs
+  if redis_running; then
+    log "redis: already up (pid $(pid_alive "$REDIS_PID" redis-server), 127.0.0.1:$REDIS_PORT)"
+    return 0
+  fi
+  if ! pid_alive "$REDIS_PID" redis-server >/dev/null; then
+    check_port_free redis "$REDIS_PORT"
+    redis_write_config
+    rm -f "$REDIS_PID"
+    log "redis: starting on 127.0.0.1:$REDIS_PORT (log: $REDIS_LOG)"
+    # daemonize yes: redis forks and writes its own pid file
+    setsid redis-server "$REDIS_CONF" >>"$REDIS_LOG" 2>&1 </dev/null ||
+      fail_with_log redis "$REDIS_LOG" "redis-server failed to start"
+  fi
+  local deadline=$((SECONDS + TIMEOUT))
+  until redis_ping; do
+    ((SECONDS < deadline)) || fail_with_log redis "$REDIS_LOG" "did not answer PING on 127.0.0.1:$REDIS_PORT within ${TIMEOUT}s"
+    sleep 0.2
+  done
+  # AOF loading answers PING with -LOADING; wait until it is really ready
+  until [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1=="loading"{print $2}') == 0 ]]; do
+    ((SECONDS < deadline)) || fail_with_log redis "$REDIS_LOG" "still loading data after ${TIMEOUT}s"
+    sleep 0.2
+  done
+  log "redis: up (pid $(pid_alive "$REDIS_PID" redis-server || echo '?'), 127.0.0.1:$REDIS_PORT)"
+}
+
+stop_redis() { stop_pid redis "$REDIS_PID" redis-server; }
+
+# ---------------------------------------------------------------- Kafka
+
+kafka_fetch() {
+  if [[ -f $KAFKA_LIBS/.complete ]]; then
+    return 0
+  fi
+  mkdir -p "$KAFKA_HOME"
+  log "kafka: fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION + kafka-tools and dependencies with mvn (log: $LOG_DIR/mvn.log)"
+  cat >"$KAFKA_HOME/pom.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- generated by scripts/dev-stack.sh: fetches a Kafka broker + CLI tools -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.cdc-outbox</groupId>
+  <artifactId>dev-stack-kafka</artifactId>
+  <version>0</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <!-- broker+controller: kafka.Kafka; storage format: kafka.tools.StorageTool -->
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>$KAFKA_VERSION</version>
+    </dependency>
+    <!-- CLI: org.apache.kafka.tools.TopicCommand, ConsoleProducer, consumer.ConsoleConsumer -->
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-tools</artifactId>
+      <version>$KAFKA_VERSION</version>
+    </dependency>
+    <!-- slf4j 1.x -> log4j2 binding (Kafka's own distribution ships the same) -->
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>2.24.3</version>
+    </dependency>
+  </dependencies>
+</project>
+EOF
+  rm -rf "$KAFKA_LIBS.tmp"
+  if ! mvn -B -q -f "$KAFKA_HOME/pom.xml" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$KAFKA_LIBS.tmp" >>"$LOG_DIR/mvn.log" 2>&1; then
+    fail_with_log kafka "$LOG_DIR/mvn.log" "mvn could not fetch Kafka $KAFKA_VERSION (try another CDC_KAFKA_VERSION)"
+  fi
+  [[ -f $KAFKA_LIBS.tmp/kafka_2.13-$KAFKA_VERSION.jar ]] || fail_with_log kafka "$LOG_DIR/mvn.log" "kafka_2.13-$KAFKA_VERSION.jar missing after mvn"
+  touch "$KAFKA_LIBS.tmp/.complete"
+  rm -rf "$KAFKA_LIBS"
+  mv "$KAFKA_LIBS.tmp" "$KAFKA_LIBS"
+  log "kafka: $(ls "$KAFKA_LIBS"/*.jar | wc -l) jars in $KAFKA_LIBS"
+}
+
+kafka_write_config() {
+  mkdir -p "$KAFKA_DIR/data"
+  cat >"$KAFKA_PROPS" <<EOF
+# generated by scripts/dev-stack.sh — edits are overwritten on every start
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+
+auto.create.topics.enable=true
+num.partitions=8
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=8
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+message.max.bytes=16777216
+replica.fetch.max.bytes=16777216
+log.retention.hours=168
+num.network.threads=3
+num.io.threads=4
+EOF
+  cat >"$KAFKA_DIR/log4j2.properties" <<EOF
+# broker logging -> stdout -> $KAFKA_LOG
+status = warn
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = STDOUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = INFO
+EOF
+  cat >"$KAFKA_DIR/tools-log4j2.properties" <<EOF
+# CLI tools: warnings only, to stderr
+status = warn
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+EOF
+}
+
+# kafka_java MAIN ARGS...: run a Kafka CLI class in the foreground
+kafka_java() {
+  [[ -f $KAFKA_LIBS/.complete ]] || die "kafka jars not fetched yet; run: $0 up"
+  [[ -f $KAFKA_DIR/tools-log4j2.properties ]] || { mkdir -p "$KAFKA_DIR"; kafka_write_config; }
+  java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/tools-log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" "$@"
+}
+
+kafka_format() {
+  [[ -f $KAFKA_DIR/data/meta.properties ]] && return 0
+  local cid
+  if [[ -s $KAFKA_DIR/cluster.id ]]; then
+    cid=$(cat "$KAFKA_DIR/cluster.id")
+  else
+    cid=$(kafka_java kafka.tools.StorageTool random-uuid 2>>"$LOG_DIR/kafka-format.log" | tail -n 1)
+    [[ $cid =~ ^[A-Za-z0-9_-]{22}$ ]] || fail_with_log kafka "$LOG_DIR/kafka-format.log" "StorageTool random-uuid gave '$cid'"
+    echo "$cid" >"$KAFKA_DIR/cluster.id"
+  fi
+  log "kafka: formatting storage $KAFKA_DIR/data (cluster id $cid, static quorum 1@127.0.0.1:$KAFKA_CONTROLLER_PORT)"
+  kafka_java kafka.tools.StorageTool format --ignore-formatted -t "$cid" -c "$KAFKA_PROPS" \
+    >>"$LOG_DIR/kafka-format.log" 2>&1 ||
+    fail_with_log kafka "$LOG_DIR/kafka-format.log" "kafka.tools.StorageTool format failed"
+}
+
+kafka_metadata_ok() {
+  timeout 60 java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/tools-log4j2.properties" -cp "$KAFKA_LIBS/*" \
+    org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" --list \
+    >/dev/null 2>>"$LOG_DIR/kafka-ready.log"
+}
+
+kafka_running() { pid_alive "$KAFKA_PID" kafka.Kafka >/dev/null && port_open "$KAFKA_PORT"; }
+
+start_kafka() {
+  mkdirs
+  need_cmd java || die "java not found (apt-get install default-jre-headless)"
+  if kafka_running; then
+    log "kafka: already up (pid $(pid_alive "$KAFKA_PID" kafka.Kafka), 127.0.0.1:$KAFKA_PORT)"
+    return 0
+  fi
+  kafka_fetch
+  local log_offset=0 pid
+  if pid=$(pid_alive "$KAFKA_PID" kafka.Kafka); then
+    log "kafka: process $pid exists but the port is not open yet; waiting"
+  else
+    check_port_free kafka "$KAFKA_PORT"
+    check_port_free kafka-controller "$KAFKA_CONTROLLER_PORT"
+    kafka_write_config
+    kafka_format
+    [[ -f $KAFKA_LOG ]] && log_offset=$(stat -c %s "$KAFKA_LOG")
+    log "kafka: starting $KAFKA_VERSION (KRaft broker+controller) on 127.0.0.1:$KAFKA_PORT (log: $KAFKA_LOG)"
+    setsid nohup java -Xmx512m -Xms256m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+      -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+      -Dkafka.logs.dir="$LOG_DIR" -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
+      -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_PROPS" >>"$KAFKA_LOG" 2>&1 </dev/null &
+    pid=$!
+    echo "$pid" >"$KAFKA_PID"
+  fi
+  local deadline=$((SECONDS + TIMEOUT))
+  # 1) the server says it started and the port is open
+  until port_open "$KAFKA_PORT" &&
+    tail -c +"$((log_offset + 1))" "$KAFKA_LOG" 2>/dev/null | grep -q 'Kafka Server started'; do
+    [[ -d /proc/$pid ]] || { rm -f "$KAFKA_PID"; fail_with_log kafka "$KAFKA_LOG" "broker exited during startup"; }
+    ((SECONDS < deadline)) || fail_with_log kafka "$KAFKA_LOG" "not started within ${TIMEOUT}s"
+    sleep 0.5
+  done
+  # 2) a real metadata request succeeds
+  until kafka_metadata_ok; do
+    [[ -d /proc/$pid ]] || { rm -f "$KAFKA_PID"; fail_with_log kafka "$KAFKA_LOG" "broker exited during startup"; }
+    ((SECONDS < deadline)) || fail_with_log kafka "$LOG_DIR/kafka-ready.log" "metadata request (TopicCommand --list) fails after ${TIMEOUT}s"
+    sleep 1
+  done
+  log "kafka: up (pid $pid, 127.0.0.1:$KAFKA_PORT)"
+}
+
+stop_kafka() { stop_pid kafka "$KAFKA_PID" kafka.Kafka; }
+
+# ---------------------------------------------------------------- commands
+
+cmd_up() {
+  local t0=$SECONDS
+  mkdirs
+  ensure_packages
+  start_redis
+  start_mariadb
+  start_kafka
+  log "all up in $((SECONDS - t0))s — eval \"\$($0 env)\""
+}
+
+cmd_down() {
+  stop_kafka
+  stop_mariadb
+  stop_redis
+}
+
+cmd_status() {
+  local all=0 pid
+  if pid=$(pid_alive "$MDB_PID" mariadbd) && mariadb_ping; then
+    echo "mariadb: up   pid $pid  127.0.0.1:$MYSQL_PORT  db=$MYSQL_DB"
+  else
+    echo "mariadb: down"; all=1
+  fi
+  if pid=$(pid_alive "$REDIS_PID" redis-server) && redis_ping; then
+    echo "redis:   up   pid $pid  127.0.0.1:$REDIS_PORT"
+  else
+    echo "redis:   down"; all=1
+  fi
+  if pid=$(pid_alive "$KAFKA_PID" kafka.Kafka) && port_open "$KAFKA_PORT"; then
+    echo "kafka:   up   pid $pid  127.0.0.1:$KAFKA_PORT  (version $KAFKA_VERSION)"
+  else
+    echo "kafka:   down"; all=1
+  fi
+  echo "stack dir: $STACK_DIR"
+  return $all
+}
+
+cmd_env() {
+  local k v
+  for k in CDC_MYSQL_ADDR CDC_MYSQL_USER CDC_MYSQL_PASSWORD CDC_MYSQL_DB CDC_REDIS_ADDR CDC_KAFKA_BROKERS CDC_STACK_DIR; do
+    case $k in
+      CDC_MYSQL_ADDR) v="127.0.0.1:$MYSQL_PORT" ;;
+      CDC_MYSQL_USER) v=root ;;
+      CDC_MYSQL_PASSWORD) v=$MYSQL_ROOT_PASSWORD ;;
+      CDC_MYSQL_DB) v=$MYSQL_DB ;;
+      CDC_REDIS_ADDR) v="127.0.0.1:$REDIS_PORT" ;;
+      CDC_KAFKA_BROKERS) v="127.0.0.1:$KAFKA_PORT" ;;
+      CDC_STACK_DIR) v=$STACK_DIR ;;
+    esac
+    printf 'export %s=%q\n' "$k" "$v"
+  done
+}
+
+# kafka_cli CLASS ARGS...: add --bootstrap-server unless given
+kafka_cli() {
+  local cls=$1; shift
+  local a
+  for a in "$@"; do
+    [[ $a == --bootstrap-server* ]] && { kafka_java "$cls" "$@"; return; }
+  done
+  kafka_java "$cls" --bootstrap-server "127.0.0.1:$KAFKA_PORT" "$@"
+}
+
+usage() {
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+main() {
+  local cmd=${1:-}
+  [[ $# -gt 0 ]] && shift
+  case $cmd in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    start-mariadb) mkdirs; ensure_packages; start_mariadb ;;
+    start-redis) mkdirs; ensure_packages; start_redis ;;
+    start-kafka) mkdirs; ensure_packages; start_kafka ;;
+    stop-mariadb) stop_mariadb ;;
+    stop-redis) stop_redis ;;
+    stop-kafka) stop_kafka ;;
+    restart-mariadb) stop_mariadb; start_mariadb ;;
+    restart-redis) stop_redis; start_redis ;;
+    restart-kafka) stop_kafka; start_kafka ;;
+    kill-mariadb) kill_pid mariadb "$MDB_PID" mariadbd ;;
+    kill-redis) kill_pid redis "$REDIS_PID" redis-server ;;
+    kill-kafka) kill_pid kafka "$KAFKA_PID" kafka.Kafka ;;
+    kafka-tool) [[ $# -ge 1 ]] || die "usage: $0 kafka-tool MAIN_CLASS [ARGS...]"; kafka_java "$@" ;;
+    kafka-topics) kafka_cli org.apache.kafka.tools.TopicCommand "$@" ;;
+    kafka-console-producer) kafka_cli org.apache.kafka.tools.ConsoleProducer "$@" ;;
+    kafka-console-consumer) kafka_cli org.apache.kafka.tools.consumer.ConsoleConsumer "$@" ;;
+    mysql | mariadb) exec mariadb --defaults-file="$MDB_CLIENT_CNF" "$@" ;;
+    redis-cli) exec redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@" ;;
+    wipe) cmd_down; log "deleting $STACK_DIR"; rm -rf "$STACK_DIR" ;;
+    -h | --help | help) usage ;;
+    *) usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

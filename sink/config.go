@@ -1,0 +1,74 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config configures the Kafka producer.
+type Config struct {
+	// Brokers are the bootstrap brokers, host:port.
+	Brokers []string `yaml:"brokers" env:"BROKERS"`
+	// BatchSize is the most records sent in one produce round.
+	BatchSize int `yaml:"batch-size" env:"BATCH_SIZE"`
+	// BatchBytes is the most bytes sent in one produce round, and the
+	// largest record accepted. Keep it at or below the broker's
+	// message.max.bytes (1048588 by default) and the topics' max.message.bytes.
+	BatchBytes int64 `yaml:"batch-bytes" env:"BATCH_BYTES"`
+	// WriteTimeout bounds one produce request.
+	WriteTimeout time.Duration `yaml:"write-timeout" env:"WRITE_TIMEOUT"`
+	// MaxAttempts is how often one produce request is tried before the
+	// pipeline stops and restarts from the last checkpoint.
+	MaxAttempts int `yaml:"max-attempts" env:"MAX_ATTEMPTS"`
+	// Compression is none, gzip, snappy, lz4 or zstd.
+	Compression string `yaml:"compression" env:"COMPRESSION"`
+	// AllowAutoTopicCreation lets the broker create missing topics
+	// (with its default partition count).
+	AllowAutoTopicCreation bool `yaml:"allow-auto-topic-creation" env:"ALLOW_AUTO_TOPIC_CREATION"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Brokers:      []string{"127.0.0.1:9092"},
+		BatchSize:    10000,
+		BatchBytes:   1000000,
+		WriteTimeout: 10 * time.Second,
+		MaxAttempts:  5,
+		Compression:  "none",
+	}
+}
+
+// Validate checks the configuration and returns all problems joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("kafka.%s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	if len(c.Brokers) == 0 {
+		bad("brokers", "required: at least one host:port")
+	}
+	for _, b := range c.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			bad("brokers", "%q: want host:port", b)
+		}
+	}
+	if c.BatchSize < 1 {
+		bad("batch-size", "%d: want at least 1", c.BatchSize)
+	}
+	if c.BatchBytes < 1024 {
+		bad("batch-bytes", "%d: want at least 1024", c.BatchBytes)
+	}
+	if c.WriteTimeout <= 0 {
+		bad("write-timeout", "%s: want > 0", c.WriteTimeout)
+	}
+	if c.MaxAttempts < 1 {
+		bad("max-attempts", "%d: want at least 1", c.MaxAttempts)
+	}
+	if _, err := compression(c.Compression); err != nil {
+		bad("compression", "%v", err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,18 @@
+// Package sink writes routed records to Kafka with acks=all and reports,
+// in order, the binlog position of each transaction once every record of it
+// and of every transaction before it has been acknowledged.
+//
+// Ordering invariant: within a partition, no record is written after an
+// earlier record of that partition failed. kafka-go's Writer does not keep
+// this by itself (a later batch for a partition still goes out after an
+// earlier one failed), so the Writer here issues one produce round at a
+// time, sized so that each partition gets at most one batch per round
+// (records ≤ BatchSize and bytes ≤ BatchBytes per round), and stops at the
+// first failed round: the caller restarts the pipeline from the last
+// acknowledged position. Records of a round that did succeed are then
+// written again: at-least-once, with the same event id header.
+//
+// Batching adapts to load: when the binlog reader has nothing queued, a
+// round is sent as soon as one transaction is there (low latency); while
+// catching up, queued transactions are merged into full rounds (throughput).
+package sink
