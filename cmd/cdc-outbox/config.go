@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix prefixes every environment override, e.g.
+// CDC_OUTBOX_SOURCE_PASSWORD overrides source.password.
+const EnvPrefix = "CDC_OUTBOX_"
+
+// Config is the whole configuration file (see config.example.yaml).
+type Config struct {
+	Source     binlog.Config     `yaml:"source" envPrefix:"SOURCE_"`
+	Router     router.Config     `yaml:"router" envPrefix:"ROUTER_"`
+	Kafka      sink.Config       `yaml:"kafka" envPrefix:"KAFKA_"`
+	Checkpoint checkpoint.Config `yaml:"checkpoint" envPrefix:"CHECKPOINT_"`
+	Log        LogConfig         `yaml:"log" envPrefix:"LOG_"`
+	// ShutdownTimeout bounds the flush after SIGINT/SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" env:"SHUTDOWN_TIMEOUT"`
+	// RetryBackoffMax caps the wait between pipeline restarts after a
+	// retryable error (broker, database or network down).
+	RetryBackoffMax time.Duration `yaml:"retry-backoff-max" env:"RETRY_BACKOFF_MAX"`
+}
+
+// LogConfig configures zap.
+type LogConfig struct {
+	Format string `yaml:"format" env:"FORMAT"` // json or console
+	Level  string `yaml:"level" env:"LEVEL"`   // debug, info, warn, error
+}
+
+func defaultConfig() Config {
+	return Config{
+		Source:          binlog.DefaultConfig(),
+		Router:          router.DefaultConfig(),
+		Kafka:           sink.DefaultConfig(),
+		Checkpoint:      checkpoint.DefaultConfig(),
+		Log:             LogConfig{Format: "json", Level: "info"},
+		ShutdownTimeout: 30 * time.Second,
+		RetryBackoffMax: 30 * time.Second,
+	}
+}
+
+// loadConfig applies, in order: defaults, the YAML file (unknown keys are
+// errors), then CDC_OUTBOX_* environment variables.
+func loadConfig(path string) (Config, error) {
+	cfg := defaultConfig()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF(err)) {
+			return cfg, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := env.ParseWithOptions(&cfg, env.Options{Prefix: EnvPrefix}); err != nil {
+		return cfg, fmt.Errorf("config: environment: %w", err)
+	}
+	return cfg, nil
+}
+
+// errEOF lets an empty file through.
+func errEOF(err error) error {
+	if err != nil && err.Error() == "EOF" {
+		return err
+	}
+	return nil
+}
+
+// Validate validates every section and joins all errors.
+func (c *Config) Validate() error {
+	errs := []error{c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate()}
+	switch c.Log.Format {
+	case "json", "console":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: %q: want json or console", c.Log.Format))
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown-timeout: %s: want > 0", c.ShutdownTimeout))
+	}
+	if c.RetryBackoffMax < time.Second {
+		errs = append(errs, fmt.Errorf("retry-backoff-max: %s: want at least 1s", c.RetryBackoffMax))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,67 @@
+// Command cdc-outbox tails a MySQL/MariaDB binlog and publishes the outbox
+// table's INSERTs to Kafka, checkpointing the binlog position in Redis.
+//
+// Usage: cdc-outbox run --config config.yaml [--start latest|earliest|file:pos|gtid:set]
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// version is set with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(execute(os.Args[1:]))
+}
+
+// exitError carries an exit code out of a command.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func execute(args []string) int {
+	root := &cobra.Command{
+		Use:           "cdc-outbox",
+		Short:         "Publish transactional-outbox rows from the MySQL/MariaDB binlog to Kafka",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.AddCommand(runCommand())
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		fmt.Fprintln(os.Stderr, "cdc-outbox:", err)
+		return 2
+	}
+	return 0
+}
+
+func newLogger(c LogConfig) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, err
+	}
+	var zc zap.Config
+	if c.Format == "console" {
+		zc = zap.NewDevelopmentConfig()
+	} else {
+		zc = zap.NewProductionConfig()
+		zc.EncoderConfig.TimeKey = "ts"
+		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	zc.DisableStacktrace = true
+	return zc.Build()
+}

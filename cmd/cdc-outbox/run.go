@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+func runCommand() *cobra.Command {
+	var (
+		path      string
+		start     string
+		logFormat string
+		logLevel  string
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Stream the outbox table's INSERTs from the binlog to Kafka",
+		Long: `run streams committed INSERTs of the outbox table to Kafka and checkpoints the
+binlog position in Redis once Kafka acknowledged everything before it.
+
+Configuration: defaults, then the YAML file (--config), then CDC_OUTBOX_*
+environment variables (e.g. CDC_OUTBOX_SOURCE_PASSWORD), then flags.
+
+Start: with a stored checkpoint, run resumes from it. Without one, a start
+option is required: latest (the current end of the binlog), earliest (the
+oldest binlog the server has), <file>:<pos>, or gtid:<set>.
+
+SIGINT/SIGTERM stop reading, flush what was read, write the checkpoint and
+exit 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(path)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("start") {
+				cfg.Source.Start = start
+			}
+			if cmd.Flags().Changed("log-format") {
+				cfg.Log.Format = logFormat
+			}
+			if cmd.Flags().Changed("log-level") {
+				cfg.Log.Level = logLevel
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("invalid configuration:\n%w", err)
+			}
+			log, err := newLogger(cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if err := supervise(ctx, cfg, log); err != nil {
+				log.Error("stopped", zap.Error(err))
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&path, "config", "c", "", "YAML configuration file")
+	f.StringVar(&start, "start", "", "start position when no checkpoint exists: latest, earliest, <file>:<pos> or gtid:<set>")
+	f.StringVar(&logFormat, "log-format", "", "json or console")
+	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error")
+	return cmd
+}
+
+// supervise runs the pipeline, restarting it from the last acknowledged
+// position after retryable errors, until ctx is cancelled (nil) or a fatal
+// error occurs.
+func supervise(ctx context.Context, cfg Config, log *zap.Logger) error {
+	log.Info("starting", zap.String("version", version), zap.Any("source", cfg.Source.Redacted()),
+		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers),
+		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr))
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+	p := &pipeline{cfg: cfg, store: store, log: log}
+	backoff := time.Second
+	for attempt := 0; ; attempt++ {
+		began := time.Now()
+		err := p.run(ctx, attempt)
+		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+			log.Info("stopped")
+			return nil
+		}
+		if err == nil {
+			return nil
+		}
+		if fatal(err) {
+			return err
+		}
+		if time.Since(began) > time.Minute {
+			backoff = time.Second
+		}
+		log.Warn("pipeline stopped; restarting from the last acknowledged position",
+			zap.Error(err), zap.Duration("backoff", backoff), zap.String("resume", p.resume.String()))
+		select {
+		case <-ctx.Done():
+			log.Info("stopped")
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, cfg.RetryBackoffMax)
+	}
+}
+
+// fatal decides, in one place, which errors stop the process instead of
+// restarting the pipeline: configuration, privileges, server settings,
+// unavailable positions, undecodable rows and unroutable or oversize records.
+func fatal(err error) bool {
+	return binlog.IsFatal(err) || sink.IsFatal(err) || errors.Is(err, router.ErrTopic) ||
+		errors.Is(err, checkpoint.ErrCorrupt)
+}
+
+type pipeline struct {
+	cfg    Config
+	store  *checkpoint.Store
+	log    *zap.Logger
+	resume binlog.Position // newest acknowledged position, once known
+	known  bool
+}
+
+// run connects, resolves the start position and runs the stages once.
+func (p *pipeline) run(ctx context.Context, attempt int) error {
+	cfg := p.cfg
+	srv, err := binlog.Connect(ctx, cfg.Source, p.log.Named("source"))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if attempt == 0 {
+		if err := srv.Check(ctx); err != nil {
+			return err
+		}
+		if ok, err := p.store.Persistent(ctx); err == nil && !ok {
+			p.log.Warn("Redis does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; enable appendonly yes")
+		}
+	}
+	saved := binlog.Position{}
+	from := p.resume
+	if !p.known {
+		cp, err := p.store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		if cp != nil {
+			from, saved = cp.Position(), cp.Position()
+			if cp.Flavor != "" && cp.Flavor != srv.Flavor() {
+				return fmt.Errorf("%w: checkpoint %s was written for a %s server but the source is %s", binlog.ErrStart, p.store.Key(), cp.Flavor, srv.Flavor())
+			}
+			p.log.Info("resuming from checkpoint", zap.String("key", p.store.Key()), zap.String("file", cp.File),
+				zap.Uint32("pos", cp.Pos), zap.String("gtid_set", cp.GTIDSet), zap.Time("updated_at", cp.UpdatedAt))
+		} else {
+			st, _ := binlog.ParseStart(cfg.Source.Start)
+			from, err = srv.Resolve(st)
+			if err != nil {
+				return fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
+			}
+			p.log.Info("no checkpoint; starting from the configured start", zap.String("key", p.store.Key()),
+				zap.String("start", cfg.Source.Start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
+		}
+		p.resume, p.known = from, true
+	} else {
+		saved = from
+	}
+	if cfg.Source.PositionMode == binlog.ModeFile || from.GTIDSet == "" {
+		if err := srv.Available(from); err != nil {
+			return err
+		}
+	}
+	cols, err := srv.Columns()
+	if err != nil {
+		return err
+	}
+
+	reader := binlog.NewReader(cfg.Source, srv.Flavor(), cols, from, p.log)
+	writer := sink.NewWriter(cfg.Kafka, router.New(cfg.Router), router.Balancer(), p.log)
+	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()},
+		cfg.Checkpoint.Interval, saved, p.log)
+	srv.Close()
+
+	g, gctx := errgroup.WithContext(context.Background())
+	// The reader stops on a signal or on any stage's error; the sink and
+	// the committer then drain what was read, bounded by shutdown-timeout.
+	readCtx, stopRead := context.WithCancel(gctx)
+	defer stopRead()
+	drainCtx, stopDrain := context.WithCancel(gctx)
+	defer stopDrain()
+	unhook := context.AfterFunc(ctx, func() {
+		p.log.Info("signal received: stopping the reader, flushing, writing the checkpoint")
+		stopRead()
+		time.AfterFunc(cfg.ShutdownTimeout, stopDrain)
+	})
+	defer unhook()
+
+	g.Go(func() error { return reader.Run(readCtx) })
+	g.Go(func() error { return writer.Run(drainCtx, reader.Txns()) })
+	g.Go(func() error { return committer.Run(drainCtx, writer.Acks()) })
+	err = g.Wait()
+	p.resume = committer.Acked()
+	return err
+}
