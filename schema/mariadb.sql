@@ -1,7 +1,7 @@
 -- Outbox schema for MariaDB 10.6+ (tested on 10.11). JSON is an alias of
 -- LONGTEXT with a json_valid() check; the binlog carries it as text, so the
 -- payload reaches Kafka byte-exact.
--- The im_event_outbox table is the seed's (shared/seeds/000_*.txt); the
+-- The im_event_outbox table is the seed's (shared/seeds/000_*.txt): the
 -- status/retry columns serve the polling dispatcher it replaces and the
 -- backfill (they are ignored by cdc-outbox's binlog path).
 

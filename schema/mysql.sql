@@ -1,7 +1,7 @@
 -- Outbox schema for MySQL 8.0 and 8.4. JSON is stored as binary JSON;
 -- the binlog carries it binary and cdc-outbox renders it as MySQL renders
 -- JSON text (key order and spacing normalised by the server at INSERT).
--- The im_event_outbox table is the seed's (shared/seeds/000_*.txt); the
+-- The im_event_outbox table is the seed's (shared/seeds/000_*.txt): the
 -- status/retry columns serve the polling dispatcher it replaces and the
 -- backfill (they are ignored by cdc-outbox's binlog path).
 

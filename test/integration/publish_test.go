@@ -1,0 +1,262 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/verify"
+)
+
+// produce writes the plan's transactions in order; it returns the first error.
+func produce(w *workload.Writer, plan *workload.Plan) error {
+	for _, txn := range plan.Txns {
+		if err := w.Txn(txn, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// 20,000 events over 200 conversations in transactions of 1 to 500 rows, no
+// faults: each arrives exactly once, in seq_no order per conversation, each
+// conversation on the partition Java's default partitioner would choose.
+func TestExactlyOnceInOrderNoFaults(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	plan := workload.Generate(1, 0, 200, 20000, 1, 500, 200)
+	if err := produce(e.writer(), plan); err != nil {
+		t.Fatal(err)
+	}
+	chk := verify.NewChecker(plan.Last)
+	cons := verify.NewConsumer(brokers, e.topic)
+	rep := e.consume(chk, cons, 3*time.Minute)
+	requireOK(t, rep)
+	if rep.Duplicates != 0 || rep.Unique != 20000 || rep.Records != 20000 {
+		t.Fatalf("want exactly 20000 records, no duplicates: %s", rep.String())
+	}
+	// Key → partition agrees with the Java client's murmur2 partitioner.
+	again := verify.NewConsumer(brokers, e.topic)
+	recs, err := again.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if want := router.Partition([]byte(r.Key), partitions); r.Partition != want {
+			t.Fatalf("key %s on partition %d, murmur2 says %d", r.Key, r.Partition, want)
+		}
+		if r.Headers["event_type"] != "message.created" || r.Headers["binlog_pos"] == "" || r.Headers["created_at"] == "" {
+			t.Fatalf("headers incomplete: %v", r.Headers)
+		}
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+	file, pos := e.masterPos()
+	cp := e.checkpoint()
+	if cp == nil || cp.File != file || cp.Pos > pos {
+		t.Fatalf("checkpoint %+v after graceful stop, binlog end %s:%d", cp, file, pos)
+	}
+}
+
+// A rolled-back transaction publishes nothing.
+func TestRolledBackTransactionPublishesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	w := e.writer()
+	row := func(conv, seq int64) workload.Row {
+		return workload.Row{ConversationID: conv, SeqNo: seq, SenderID: 1, ReceiverID: 2, Payload: []byte(`{"n":` + strconv.FormatInt(seq, 10) + `}`)}
+	}
+	if err := w.Txn([]workload.Row{row(1, 1)}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Txn([]workload.Row{row(2, 1), row(2, 2), row(1, 99)}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Txn([]workload.Row{row(1, 2)}, false); err != nil {
+		t.Fatal(err)
+	}
+	// Conversation 1 seq 2 was committed after the rollback: once it is
+	// here, anything of the rolled-back transaction would be too.
+	chk := verify.NewChecker(map[int64]int64{1: 2})
+	rep := e.consume(chk, verify.NewConsumer(brokers, e.topic), time.Minute)
+	requireOK(t, rep)
+	if rep.Records != 2 {
+		t.Fatalf("want 2 records, got %s", rep.String())
+	}
+}
+
+// SIGKILL mid-stream, restart: every event present, order kept per
+// conversation, duplicates only with the same event id.
+func TestKillMidStreamResumes(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	plan := workload.Generate(2, 0, 200, 20000, 1, 500, 300)
+	done := make(chan error, 1)
+	go func() { done <- produce(e.writer(), plan) }()
+
+	chk := verify.NewChecker(plan.Last)
+	cons := verify.NewConsumer(brokers, e.topic)
+	// Kill once a few thousand records are out and production is still on.
+	deadline := time.Now().Add(2 * time.Minute)
+	for chk.Report().Unique < 4000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d records after 2 min", chk.Report().Unique)
+		}
+		recs, err := cons.Poll(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		chk.Add(recs...)
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.kill(t)
+	if cp := e.checkpoint(); cp == nil {
+		t.Fatal("no checkpoint stored before the kill")
+	}
+	e.start()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rep := e.consume(chk, cons, 3*time.Minute)
+	requireOK(t, rep)
+	t.Logf("duplicates after SIGKILL: %d", rep.Duplicates)
+}
+
+// A restart with a checkpoint does not re-read from the start: after the
+// checkpoint caught up with the binlog, SIGKILL and restart publish no
+// duplicate at all; a graceful stop and restart neither.
+func TestRestartResumesFromCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	w := e.writer()
+	plan := workload.Generate(3, 0, 50, 3000, 1, 100, 100)
+	if err := produce(w, plan); err != nil {
+		t.Fatal(err)
+	}
+	chk := verify.NewChecker(plan.Last)
+	requireOK(t, e.consume(chk, verify.NewConsumer(brokers, e.topic), 2*time.Minute))
+
+	// Wait until the checkpoint reached the end of the binlog, then SIGKILL.
+	file, pos := e.masterPos()
+	deadline := time.Now().Add(30 * time.Second)
+	for cp := e.checkpoint(); cp == nil || cp.File != file || cp.Pos < pos; cp = e.checkpoint() {
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint %+v never reached %s:%d", cp, file, pos)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.kill(t)
+
+	p = e.start()
+	more := workload.Generate(4, 1000, 20, 500, 1, 50, 100)
+	if err := produce(w, more); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range more.Last {
+		plan.Last[k] = v
+	}
+	chk2 := verify.NewChecker(plan.Last)
+	rep := e.consume(chk2, verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	requireOK(t, rep)
+	if rep.Duplicates != 0 {
+		t.Fatalf("restart after SIGKILL with an up-to-date checkpoint re-published %d records", rep.Duplicates)
+	}
+
+	// Graceful stop: the final checkpoint makes the restart duplicate-free too.
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	e.start()
+	last := workload.Generate(5, 2000, 10, 200, 1, 20, 100)
+	if err := produce(w, last); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range last.Last {
+		plan.Last[k] = v
+	}
+	chk3 := verify.NewChecker(plan.Last)
+	rep = e.consume(chk3, verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	requireOK(t, rep)
+	if rep.Duplicates != 0 {
+		t.Fatalf("restart after SIGTERM re-published %d records", rep.Duplicates)
+	}
+}
+
+func mustPoll(t *testing.T, c *verify.Consumer) []verify.Record {
+	t.Helper()
+	recs, err := c.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// The JSON payload round-trips byte-exact: 4-byte UTF-8, nested objects and
+// arrays, odd spacing, escapes, and a payload near 1 MB.
+func TestPayloadByteExact(t *testing.T) {
+	e := newEnv(t)
+	// Records near 1 MB need a produce round larger than the 1 MB default;
+	// the dev stack's broker accepts 16 MB (message.max.bytes).
+	e.batchBytes = 4000000
+	big := `{"blob":"` + strings.Repeat("0123456789abcdef", 1000000/16-2) + `","end":true}`
+	payloads := []string{
+		`{"text":"hello 😀🎉 𝄞 中文","emoji":"👨‍👩‍👧"}`,
+		`{"a":{"b":{"c":[1,2,[3,{"d":null}]]}},"e":[]}`,
+		`{ "spaced" :  [ 1 , 2 ] ,"tab":	"x" }`,
+		`{"escaped":"quote \" backslash \\ unicode \u00e9 newline \n"}`,
+		`[1,"two",{"three":3.0e10},true,false,null]`,
+		`"just a string"`,
+		big,
+	}
+	e.start()
+	w := e.writer()
+	for i, pl := range payloads {
+		row := workload.Row{ConversationID: 7, SeqNo: int64(i + 1), SenderID: 1, ReceiverID: 2, Payload: []byte(pl)}
+		if err := w.Txn([]workload.Row{row}, false); err != nil {
+			t.Fatalf("insert payload %d: %v", i, err)
+		}
+	}
+	chk := verify.NewChecker(map[int64]int64{7: int64(len(payloads))})
+	cons := verify.NewConsumer(brokers, e.topic)
+	var recs []verify.Record
+	deadline := time.Now().Add(time.Minute)
+	for len(recs) < len(payloads) && time.Now().Before(deadline) {
+		recs = append(recs, mustPoll(t, cons)...)
+		time.Sleep(50 * time.Millisecond)
+	}
+	chk.Add(recs...)
+	requireOK(t, chk.Report())
+	for _, r := range recs {
+		want := payloads[r.SeqNo-1]
+		if !bytes.Equal(r.Value, []byte(want)) {
+			t.Errorf("seq %d: payload differs (len %d vs %d): %.80q vs %.80q", r.SeqNo, len(r.Value), len(want), r.Value, want)
+		}
+	}
+	if len(recs[len(recs)-1].Value) < 990000 {
+		t.Fatalf("big payload only %d bytes", len(recs[len(recs)-1].Value))
+	}
+}
+
+// The first run without a checkpoint and without a start option fails with
+// a message that names the fix.
+func TestFirstRunNeedsStartOption(t *testing.T) {
+	e := newEnv(t)
+	// --start "" overrides the config's start: no checkpoint, no start.
+	p := e.launch("--start", "")
+	err := <-p.done
+	p.done <- err
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if !logHas(p.log, "set source.start") {
+		t.Fatalf("error does not name the fix; log at %s", p.log)
+	}
+}

@@ -1,0 +1,366 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/verify"
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+)
+
+var (
+	mysqlAddr  = envOr("CDC_MYSQL_ADDR", "127.0.0.1:33306")
+	mysqlUser  = envOr("CDC_MYSQL_USER", "root")
+	mysqlPass  = envOr("CDC_MYSQL_PASSWORD", "root")
+	mysqlDB    = envOr("CDC_MYSQL_DB", "im")
+	redisAddr  = envOr("CDC_REDIS_ADDR", "127.0.0.1:36379")
+	brokers    = strings.Split(envOr("CDC_KAFKA_BROKERS", "127.0.0.1:39092"), ",")
+	binary     string
+	runID      = time.Now().Format("150405")
+	serverIDs  atomic.Uint32
+	partitions = 6
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cdc-outbox-it")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "cdc-outbox")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/cdc-outbox")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build cdc-outbox:", err)
+		os.Exit(1)
+	}
+	// Fail, not skip, when the stack is down: CI must run these tests.
+	if err := ping(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration stack not reachable (start it with scripts/dev-stack.sh up): %v\n", err)
+		os.Exit(1)
+	}
+	serverIDs.Store(6000 + uint32(time.Now().Unix()%1000)*10)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func ping() error {
+	c, err := client.Connect(mysqlAddr, mysqlUser, mysqlPass, mysqlDB)
+	if err != nil {
+		return fmt.Errorf("mariadb %s: %w", mysqlAddr, err)
+	}
+	c.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", redisAddr, err)
+	}
+	conn, err := kafka.Dial("tcp", brokers[0])
+	if err != nil {
+		return fmt.Errorf("kafka %s: %w", brokers[0], err)
+	}
+	conn.Close()
+	return nil
+}
+
+// env is one test's isolated world: its own outbox and message tables,
+// topic, checkpoint key and replica server_id, on the shared stack.
+type env struct {
+	t          *testing.T
+	name       string
+	outbox     string
+	message    string
+	topic      string
+	key        string
+	serverID   uint32
+	dir        string
+	extra      string // appended to the YAML config
+	batchBytes int
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name())) + "_" + runID
+	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
+		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(1), dir: t.TempDir()}
+	if len(e.outbox) > 64 {
+		t.Fatalf("table name too long: %s", e.outbox)
+	}
+	ddl, err := os.ReadFile("../../schema/mariadb.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(ddl), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			lines = append(lines, l)
+		}
+	}
+	sql := strings.ReplaceAll(strings.ReplaceAll(strings.Join(lines, "\n"), "im_event_outbox", e.outbox), "im_message", e.message)
+	c := e.sql()
+	defer c.Close()
+	for _, stmt := range strings.Split(sql, ";") {
+		if strings.Contains(stmt, "CREATE TABLE") {
+			if _, err := c.Execute(stmt); err != nil {
+				t.Fatalf("create table: %v", err)
+			}
+		}
+	}
+	conn, err := kafka.Dial("tcp", brokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctrl, err := conn.Controller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := kafka.Dial("tcp", fmt.Sprintf("%s:%d", ctrl.Host, ctrl.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if err := cc.CreateTopics(kafka.TopicConfig{Topic: e.topic, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	return e
+}
+
+func (e *env) sql() *client.Conn {
+	c, err := client.Connect(mysqlAddr, mysqlUser, mysqlPass, mysqlDB)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func (e *env) writer() *workload.Writer {
+	w, err := workload.Open(mysqlAddr, mysqlUser, mysqlPass, mysqlDB, e.outbox, e.message)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func (e *env) config() string {
+	cfg := fmt.Sprintf(`source:
+  addr: %s
+  user: %s
+  password: %s
+  server-id: %d
+  schema: %s
+  table: %s
+  start: latest
+  heartbeat-period: 1s
+  read-timeout: 5s
+router:
+  topic: %s
+kafka:
+  brokers: [%s]
+  batch-bytes: %d
+checkpoint:
+  addr: %s
+  key: %q
+  interval: 200ms
+log:
+  format: json
+  level: info
+`, mysqlAddr, mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, e.topic, strings.Join(brokers, ","), max(e.batchBytes, 1000000), redisAddr, e.key)
+	path := filepath.Join(e.dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+// publisher is a running cdc-outbox process.
+type publisher struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+var runs atomic.Int32
+
+// start runs cdc-outbox and waits until it streams the binlog.
+func (e *env) start(args ...string) *publisher {
+	e.t.Helper()
+	p := e.launch(args...)
+	e.waitLog(p, "streaming binlog", 60*time.Second)
+	return p
+}
+
+// launch runs cdc-outbox without waiting.
+func (e *env) launch(args ...string) *publisher {
+	e.t.Helper()
+	logPath := filepath.Join(e.dir, fmt.Sprintf("publisher-%d.log", runs.Add(1)))
+	f, err := os.Create(logPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd := exec.Command(binary, append([]string{"run", "--config", e.config()}, args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	p := &publisher{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); f.Close() }()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if e.t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			e.t.Logf("publisher log %s:\n%s", logPath, tail(string(b), 40))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitLog waits until the publisher's log has a line containing msg.
+func (e *env) waitLog(p *publisher, msg string, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if logHas(p.log, msg) {
+			return
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			b, _ := os.ReadFile(p.log)
+			e.t.Fatalf("publisher exited (%v) before logging %q:\n%s", err, msg, tail(string(b), 30))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	e.t.Fatalf("publisher did not log %q within %s", msg, timeout)
+}
+
+func logHas(path, msg string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// kill sends SIGKILL and waits for the process to end.
+func (p *publisher) kill(t *testing.T) {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	err := <-p.done
+	p.done <- err
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *publisher) stop(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("publisher did not exit within %s after SIGTERM", timeout)
+	}
+	return -1
+}
+
+// consume polls the topic into c until c is complete or timeout.
+func (e *env) consume(c *verify.Checker, cons *verify.Consumer, timeout time.Duration) verify.Report {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		recs, err := cons.Poll(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.t.Fatalf("consume %s: %v", e.topic, err)
+		}
+		c.Add(recs...)
+		if c.Complete() || ctx.Err() != nil {
+			return c.Report()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// checkpoint returns the stored checkpoint, or nil.
+func (e *env) checkpoint() *checkpoint.Checkpoint {
+	e.t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	b, err := rdb.Get(context.Background(), e.key).Bytes()
+	if err == redis.Nil {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var cp checkpoint.Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		e.t.Fatal(err)
+	}
+	return &cp
+}
+
+// masterPos returns SHOW MASTER STATUS's file and position.
+func (e *env) masterPos() (string, uint32) {
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SHOW MASTER STATUS")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f, _ := r.GetString(0, 0)
+	p, _ := r.GetUint(0, 1)
+	return f, uint32(p)
+}
+
+func requireOK(t *testing.T, rep verify.Report) {
+	t.Helper()
+	t.Logf("verify: %s", rep.String())
+	if !rep.OK() {
+		t.Fatalf("delivery broken: %s\n%s", rep.String(), strings.Join(rep.Problems, "\n"))
+	}
+}
