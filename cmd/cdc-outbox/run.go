@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"os/signal"
 	"syscall"
 	"time"
@@ -45,7 +46,8 @@ exit 0.`,
 			if err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("start") {
+			explicit := cmd.Flags().Changed("start")
+			if explicit {
 				cfg.Source.Start = start
 			}
 			if cmd.Flags().Changed("log-format") {
@@ -64,7 +66,7 @@ exit 0.`,
 			defer func() { _ = log.Sync() }()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			if err := supervise(ctx, cfg, log); err != nil {
+			if err := supervise(ctx, cfg, explicit, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
 			}
@@ -82,13 +84,13 @@ exit 0.`,
 // supervise runs the pipeline, restarting it from the last acknowledged
 // position after retryable errors, until ctx is cancelled (nil) or a fatal
 // error occurs.
-func supervise(ctx context.Context, cfg Config, log *zap.Logger) error {
+func supervise(ctx context.Context, cfg Config, explicitStart bool, log *zap.Logger) error {
 	log.Info("starting", zap.String("version", version), zap.Any("source", cfg.Source.Redacted()),
 		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers),
 		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr))
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
-	p := &pipeline{cfg: cfg, store: store, log: log}
+	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: explicitStart}
 	backoff := time.Second
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
@@ -132,6 +134,9 @@ type pipeline struct {
 	log    *zap.Logger
 	resume binlog.Position // newest acknowledged position, once known
 	known  bool
+	// explicitStart: the start option came from --start, the operator's
+	// choice for this run, rather than from the configuration file.
+	explicitStart bool
 }
 
 // run connects, resolves the start position and runs the stages once.
@@ -165,6 +170,11 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			p.log.Info("resuming from checkpoint", zap.String("key", p.store.Key()), zap.String("file", cp.File),
 				zap.Uint32("pos", cp.Pos), zap.String("gtid_set", cp.GTIDSet), zap.Time("updated_at", cp.UpdatedAt))
 		} else {
+			if !p.explicitStart {
+				if err := p.guardLostCheckpoint(ctx); err != nil {
+					return err
+				}
+			}
 			st, _ := binlog.ParseStart(cfg.Source.Start)
 			from, err = srv.Resolve(st)
 			if err != nil {
@@ -213,4 +223,41 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 	err = g.Wait()
 	p.resume = committer.Acked()
 	return err
+}
+
+// guardLostCheckpoint refuses to start from the configured start when the
+// checkpoint is missing but the topic shows that a publisher already ran:
+// starting from "latest" then would silently lose what was committed since
+// the last checkpoint. The operator decides with --start; the error names
+// the position that resumes without loss.
+func (p *pipeline) guardLostCheckpoint(ctx context.Context) error {
+	topic := p.cfg.Router.Topic
+	if strings.Contains(topic, "{") {
+		p.log.Warn("no checkpoint, and the topic is a template: cannot tell whether cdc-outbox ran before; starting from the configured start",
+			zap.String("start", p.cfg.Source.Start))
+		return nil
+	}
+	heads, err := sink.Published(ctx, p.cfg.Kafka.Brokers, topic)
+	if err != nil {
+		return err
+	}
+	var oldest binlog.Start
+	for _, h := range heads {
+		st, err := binlog.ParseStart(h)
+		if err != nil || st.Kind != binlog.StartFilePos {
+			continue
+		}
+		if oldest.File == "" || st.File < oldest.File || (st.File == oldest.File && st.Pos < oldest.Pos) {
+			oldest = st
+		}
+	}
+	if oldest.File == "" {
+		return nil
+	}
+	resume := fmt.Sprintf("%s:%d", oldest.File, oldest.Pos)
+	return fmt.Errorf("%w: no checkpoint under Redis key %s, but topic %s already holds records published by cdc-outbox "+
+		"(the least advanced partition ends at %s): the checkpoint was lost (Redis flushed, or no persistence) or the key changed. "+
+		"Restart once with --start %s to resume without loss (some records may be published twice), "+
+		"or with --start latest to skip to now, losing what was committed since",
+		binlog.ErrStart, p.store.Key(), topic, resume, resume)
 }

@@ -5,6 +5,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/verify"
+	"github.com/redis/go-redis/v9"
 )
 
 // produce writes the plan's transactions in order; it returns the first error.
@@ -259,4 +262,48 @@ func TestFirstRunNeedsStartOption(t *testing.T) {
 	if !logHas(p.log, "set source.start") {
 		t.Fatalf("error does not name the fix; log at %s", p.log)
 	}
+}
+
+// A lost checkpoint (Redis key gone) does not silently restart from "now":
+// the publisher refuses, naming the --start position that resumes without
+// loss, and that position indeed loses nothing.
+func TestLostCheckpointNeedsExplicitStart(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	w := e.writer()
+	plan := workload.Generate(6, 0, 30, 1000, 1, 50, 100)
+	if err := produce(w, plan); err != nil {
+		t.Fatal(err)
+	}
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	if err := rdb.Del(context.Background(), e.key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Events committed while the publisher is down must not be lost.
+	more := workload.Generate(7, 100, 10, 300, 1, 30, 100)
+	if err := produce(w, more); err != nil {
+		t.Fatal(err)
+	}
+	p = e.launch() // config says start: latest
+	err := <-p.done
+	p.done <- err
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d, want 1 (refuse to start from latest)", code)
+	}
+	b, _ := os.ReadFile(p.log)
+	m := regexp.MustCompile(`Restart once with --start (\S+:\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("error does not name a --start position:\n%s", b)
+	}
+	e.start("--start", string(m[1]))
+	for k, v := range more.Last {
+		plan.Last[k] = v
+	}
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute)
+	requireOK(t, rep)
 }
