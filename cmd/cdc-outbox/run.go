@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
