@@ -97,9 +97,17 @@ func TestRolledBackTransactionPublishesNothing(t *testing.T) {
 }
 
 // SIGKILL mid-stream, restart: every event present, order kept per
-// conversation, duplicates only with the same event id.
+// conversation, duplicates only with the same event id; resuming by binlog
+// file:pos and by GTID set.
 func TestKillMidStreamResumes(t *testing.T) {
+	for _, mode := range []string{"file", "gtid"} {
+		t.Run(mode, func(t *testing.T) { killMidStream(t, mode) })
+	}
+}
+
+func killMidStream(t *testing.T, mode string) {
 	e := newEnv(t)
+	e.positionMode = mode
 	p := e.start()
 	plan := workload.Generate(2, 0, 200, 20000, 1, 500, 300)
 	done := make(chan error, 1)

@@ -37,6 +37,13 @@ var (
 	partitions = 6
 )
 
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -99,6 +106,7 @@ type env struct {
 	dir        string
 	extra      string // appended to the YAML config
 	batchBytes int
+	positionMode string
 }
 
 func newEnv(t *testing.T) *env {
@@ -175,6 +183,7 @@ func (e *env) config() string {
   schema: %s
   table: %s
   start: latest
+  position-mode: %s
   heartbeat-period: 1s
   read-timeout: 5s
 router:
@@ -189,7 +198,7 @@ checkpoint:
 log:
   format: json
   level: info
-`, mysqlAddr, mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, e.topic, strings.Join(brokers, ","), max(e.batchBytes, 1000000), redisAddr, e.key)
+`, mysqlAddr, mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, or(e.positionMode, "file"), e.topic, strings.Join(brokers, ","), max(e.batchBytes, 1000000), redisAddr, e.key)
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)

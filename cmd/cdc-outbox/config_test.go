@@ -1,0 +1,440 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// clearEnv unsets every CDC_OUTBOX_* variable for the test so that the
+// caller's environment cannot leak into loadConfig.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, EnvPrefix) {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const fullYAML = `
+source:
+  flavor: mariadb
+  addr: db.internal:3306
+  user: cdc_outbox
+  password: from-file
+  server-id: 6001
+  schema: im
+  table: outbox
+  position-mode: gtid
+  start: gtid:0-1-42
+  heartbeat-period: 2s
+  read-timeout: 15s
+  server-id-wait: 1m
+  txn-buffer: 16
+router:
+  topic: im.{event_type}
+kafka:
+  brokers: [k1:9092, k2:9092]
+  batch-size: 500
+  batch-bytes: 524288
+  write-timeout: 3s
+  max-attempts: 2
+  compression: zstd
+  allow-auto-topic-creation: true
+checkpoint:
+  addr: redis.internal:6379
+  username: u
+  password: p
+  db: 3
+  key: cdc-outbox:checkpoint:test
+  interval: 250ms
+  timeout: 1s
+log:
+  format: console
+  level: debug
+shutdown-timeout: 45s
+retry-backoff-max: 2m
+`
+
+func TestLoadConfigExample(t *testing.T) {
+	clearEnv(t)
+	cfg, err := loadConfig(filepath.Join("..", "..", "config.example.yaml"))
+	if err != nil {
+		t.Fatalf("config.example.yaml: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config.example.yaml does not validate: %v", err)
+	}
+	// Spot-check that the keys were read, not left at their defaults.
+	if cfg.Source.Addr != "127.0.0.1:33306" || cfg.Source.User != "cdc_outbox" || cfg.Source.Schema != "im" ||
+		cfg.Source.Start != "latest" || cfg.Kafka.Brokers[0] != "127.0.0.1:39092" || cfg.Checkpoint.Addr != "127.0.0.1:36379" ||
+		cfg.Checkpoint.Key != "cdc-outbox:checkpoint:im" || cfg.Router.Topic != "im.events" {
+		t.Errorf("config.example.yaml read as %+v", cfg)
+	}
+}
+
+func TestLoadConfigFull(t *testing.T) {
+	clearEnv(t)
+	cfg, err := loadConfig(writeConfig(t, fullYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	want := defaultConfig()
+	want.Source = binlog.Config{Flavor: "mariadb", Addr: "db.internal:3306", User: "cdc_outbox", Password: "from-file",
+		ServerID: 6001, Schema: "im", Table: "outbox", PositionMode: "gtid", Start: "gtid:0-1-42",
+		HeartbeatPeriod: 2 * time.Second, ReadTimeout: 15 * time.Second, ServerIDWait: time.Minute, TxnBuffer: 16}
+	want.Router.Topic = "im.{event_type}"
+	want.Kafka.Brokers = []string{"k1:9092", "k2:9092"}
+	want.Kafka.BatchSize, want.Kafka.BatchBytes, want.Kafka.WriteTimeout = 500, 524288, 3*time.Second
+	want.Kafka.MaxAttempts, want.Kafka.Compression, want.Kafka.AllowAutoTopicCreation = 2, "zstd", true
+	want.Checkpoint.Addr, want.Checkpoint.Username, want.Checkpoint.Password, want.Checkpoint.DB = "redis.internal:6379", "u", "p", 3
+	want.Checkpoint.Key, want.Checkpoint.Interval, want.Checkpoint.Timeout = "cdc-outbox:checkpoint:test", 250*time.Millisecond, time.Second
+	want.Log = LogConfig{Format: "console", Level: "debug"}
+	want.ShutdownTimeout, want.RetryBackoffMax = 45*time.Second, 2*time.Minute
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("loadConfig =\n %+v\nwant\n %+v", cfg, want)
+	}
+}
+
+func TestLoadConfigDefaultsKept(t *testing.T) {
+	clearEnv(t)
+	// Keys absent from the file keep their defaults.
+	cfg, err := loadConfig(writeConfig(t, "source:\n  user: u\n  schema: im\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultConfig()
+	want.Source.User, want.Source.Schema = "u", "im"
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("loadConfig =\n %+v\nwant\n %+v", cfg, want)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"unknown top-level key", "sources:\n  user: u\n", "field sources not found"},
+		{"unknown nested key", "source:\n  user: u\n  pasword: x\n", "field pasword not found"},
+		{"snake_case key is unknown", "source:\n  server_id: 7\n", "field server_id not found"},
+		{"camelCase key is unknown", "kafka:\n  batchSize: 7\n", "field batchSize not found"},
+		{"bad type", "source:\n  server-id: abc\n", "line 2: cannot unmarshal !!str `abc` into uint32"},
+		{"bad duration", "source:\n  read-timeout: soon\n", "soon"},
+		{"negative unsigned", "source:\n  server-id: -1\n", "-1"},
+		{"not a mapping", "- a\n- b\n", "cannot unmarshal"},
+		{"syntax error", "source: [\n", "yaml"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clearEnv(t)
+			p := writeConfig(t, c.yaml)
+			_, err := loadConfig(p)
+			if err == nil {
+				t.Fatalf("loadConfig accepted %q", c.yaml)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("err = %v, want it to name the file and contain %q", err, c.want)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		clearEnv(t)
+		_, err := loadConfig(filepath.Join(t.TempDir(), "nope.yaml"))
+		if err == nil || !os.IsNotExist(unwrapAll(err)) {
+			t.Errorf("err = %v, want a not-exist error", err)
+		}
+	})
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok || u.Unwrap() == nil {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+func TestLoadConfigEmptyFileOrNoFile(t *testing.T) {
+	for _, text := range []string{"", "# only a comment\n"} {
+		clearEnv(t)
+		cfg, err := loadConfig(writeConfig(t, text))
+		if err != nil {
+			t.Fatalf("loadConfig(%q): %v", text, err)
+		}
+		if !reflect.DeepEqual(cfg, defaultConfig()) {
+			t.Errorf("loadConfig(%q) = %+v, want the defaults", text, cfg)
+		}
+	}
+	cfg, err := loadConfig("")
+	if err != nil || !reflect.DeepEqual(cfg, defaultConfig()) {
+		t.Errorf("loadConfig(\"\") = %+v, %v; want the defaults", cfg, err)
+	}
+}
+
+func TestLoadConfigEnvOverrides(t *testing.T) {
+	clearEnv(t)
+	p := writeConfig(t, fullYAML)
+	t.Setenv("CDC_OUTBOX_SOURCE_PASSWORD", "from-env")
+	t.Setenv("CDC_OUTBOX_KAFKA_BROKERS", "a:1,b:2")
+	t.Setenv("CDC_OUTBOX_SOURCE_SERVER_ID", "7002")
+	t.Setenv("CDC_OUTBOX_SOURCE_READ_TIMEOUT", "1m30s")
+	t.Setenv("CDC_OUTBOX_SOURCE_POSITION_MODE", "file")
+	t.Setenv("CDC_OUTBOX_SOURCE_START", "mariadb-bin.000002:4")
+	t.Setenv("CDC_OUTBOX_ROUTER_TOPIC", "events")
+	t.Setenv("CDC_OUTBOX_KAFKA_ALLOW_AUTO_TOPIC_CREATION", "false")
+	t.Setenv("CDC_OUTBOX_CHECKPOINT_DB", "9")
+	t.Setenv("CDC_OUTBOX_LOG_LEVEL", "warn")
+	t.Setenv("CDC_OUTBOX_SHUTDOWN_TIMEOUT", "5s")
+	cfg, err := loadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"source.password", cfg.Source.Password, "from-env"},
+		{"kafka.brokers", cfg.Kafka.Brokers, []string{"a:1", "b:2"}},
+		{"source.server-id", cfg.Source.ServerID, uint32(7002)},
+		{"source.read-timeout", cfg.Source.ReadTimeout, 90 * time.Second},
+		{"source.position-mode", cfg.Source.PositionMode, "file"},
+		{"source.start", cfg.Source.Start, "mariadb-bin.000002:4"},
+		{"router.topic", cfg.Router.Topic, "events"},
+		{"kafka.allow-auto-topic-creation", cfg.Kafka.AllowAutoTopicCreation, false},
+		{"checkpoint.db", cfg.Checkpoint.DB, 9},
+		{"log.level", cfg.Log.Level, "warn"},
+		{"shutdown-timeout", cfg.ShutdownTimeout, 5 * time.Second},
+		// Not overridden: the file's values stay.
+		{"source.user", cfg.Source.User, "cdc_outbox"},
+		{"kafka.batch-size", cfg.Kafka.BatchSize, 500},
+		{"checkpoint.password", cfg.Checkpoint.Password, "p"},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+func TestLoadConfigEnvWithoutFile(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("CDC_OUTBOX_SOURCE_USER", "env-user")
+	t.Setenv("CDC_OUTBOX_SOURCE_SCHEMA", "im")
+	t.Setenv("CDC_OUTBOX_SOURCE_START", "latest")
+	cfg, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if cfg.Source.User != "env-user" || cfg.Source.Schema != "im" {
+		t.Errorf("env not applied: %+v", cfg.Source)
+	}
+}
+
+func TestLoadConfigBadEnv(t *testing.T) {
+	// caarlos0/env names the Go field, not the variable.
+	for _, kv := range [][3]string{
+		{"CDC_OUTBOX_SOURCE_SERVER_ID", "abc", `"ServerID"`},
+		{"CDC_OUTBOX_KAFKA_WRITE_TIMEOUT", "10", `"WriteTimeout"`},
+		{"CDC_OUTBOX_CHECKPOINT_DB", "x", `"DB"`},
+	} {
+		t.Run(kv[0], func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(kv[0], kv[1])
+			_, err := loadConfig("")
+			if err == nil || !strings.HasPrefix(err.Error(), "config: environment: ") || !strings.Contains(err.Error(), kv[2]) {
+				t.Errorf("err = %v, want an environment error naming %s", err, kv[2])
+			}
+		})
+	}
+}
+
+func TestConfigValidateJoinsAllSections(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		want []string // line prefixes; none: valid
+	}{
+		{name: "valid", mod: func(*Config) {}},
+		{
+			name: "one error per section",
+			mod: func(c *Config) {
+				c.Source.User = ""
+				c.Router.Topic = ""
+				c.Kafka.Brokers = nil
+				c.Checkpoint.Key = ""
+				c.Log.Format = "xml"
+				c.Log.Level = "trace"
+				c.ShutdownTimeout = 0
+				c.RetryBackoffMax = 500 * time.Millisecond
+			},
+			want: []string{"source.user:", "router.topic:", "kafka.brokers:", "checkpoint.key:",
+				`log.format: "xml"`, `log.level: "trace"`, "shutdown-timeout: 0s", "retry-backoff-max: 500ms"},
+		},
+		{
+			name: "several errors in one section and one in another",
+			mod: func(c *Config) {
+				c.Source.Addr, c.Source.ServerID = "x", 0
+				c.Kafka.MaxAttempts = 0
+			},
+			want: []string{"source.addr:", "source.server-id:", "kafka.max-attempts:"},
+		},
+		{name: "checkpoint only", mod: func(c *Config) { c.Checkpoint.Interval = time.Millisecond }, want: []string{"checkpoint.interval:"}},
+		{name: "log level must be lower case", mod: func(c *Config) { c.Log.Level = "INFO" }, want: []string{`log.level: "INFO"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.Source.User, cfg.Source.Schema, cfg.Source.Start = "u", "im", "latest"
+			c.mod(&cfg)
+			err := cfg.Validate()
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %v", c.want)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(c.want) {
+				t.Fatalf("Validate() gave %d errors, want %d:\n%v", len(lines), len(c.want), err)
+			}
+			for i, w := range c.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("error %d = %q, want prefix %q", i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+// The start-up log line logs the source section with zap.Any: the password
+// must not reach the log, whatever the encoder.
+func TestRedactedSourceNotLogged(t *testing.T) {
+	const secret = "Hunter2-very-secret"
+	cfg := defaultConfig()
+	cfg.Source.User, cfg.Source.Schema, cfg.Source.Password = "u", "im", secret
+	for _, enc := range []struct {
+		name string
+		enc  zapcore.Encoder
+	}{
+		{"json", zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())},
+		{"console", zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())},
+	} {
+		t.Run(enc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := zap.New(zapcore.NewCore(enc.enc, zapcore.AddSync(&buf), zapcore.DebugLevel))
+			log.Info("starting", zap.Any("source", cfg.Source.Redacted()))
+			_ = log.Sync()
+			out := buf.String()
+			if strings.Contains(out, secret) {
+				t.Fatalf("password logged: %s", out)
+			}
+			if !strings.Contains(out, "***") || !strings.Contains(out, "u") {
+				t.Errorf("source not logged as expected: %s", out)
+			}
+		})
+	}
+	if cfg.Source.Password != secret {
+		t.Error("Redacted modified the configuration")
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	for _, c := range []LogConfig{{Format: "json", Level: "info"}, {Format: "console", Level: "debug"}, {Format: "json", Level: "error"}} {
+		log, err := newLogger(c)
+		if err != nil {
+			t.Errorf("newLogger(%+v): %v", c, err)
+			continue
+		}
+		lvl, _ := zapcore.ParseLevel(c.Level)
+		if !log.Core().Enabled(lvl) || (lvl > zapcore.DebugLevel && log.Core().Enabled(lvl-1)) {
+			t.Errorf("newLogger(%+v): wrong level", c)
+		}
+	}
+	if _, err := newLogger(LogConfig{Format: "json", Level: "loud"}); err == nil {
+		t.Error("newLogger accepted level loud")
+	}
+}
+
+// execute validates before connecting anywhere: a bad configuration exits 2
+// with the problem on stderr.
+func TestExecuteInvalidConfig(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"unknown command", []string{"nope"}, `unknown command "nope"`},
+		{"missing config file", []string{"run", "--config", "MISSING"}, "no such file or directory"},
+		{"invalid log level flag", []string{"run", "--config", "CONFIG", "--log-level", "loud"}, `log.level: "loud"`},
+		{"gtid start flag in file mode", []string{"run", "--config", "CONFIG", "--start", "gtid:0-1-1"}, "source.start: a GTID start needs position-mode: gtid"},
+		{"bad start flag", []string{"run", "-c", "CONFIG", "--start", "f:3"}, `source.start: binlog: start position: "f:3"`},
+		{"positional argument", []string{"run", "extra"}, `unknown command "extra"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clearEnv(t)
+			dir := t.TempDir()
+			p := writeConfig(t, "source:\n  user: u\n  schema: im\n  start: latest\n")
+			args := append([]string(nil), c.args...)
+			for i := range args {
+				switch args[i] {
+				case "CONFIG":
+					args[i] = p
+				case "MISSING":
+					args[i] = filepath.Join(dir, "missing.yaml")
+				}
+			}
+			errFile, err := os.Create(filepath.Join(dir, "stderr"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stderr := os.Stderr
+			os.Stderr = errFile
+			code := execute(args)
+			os.Stderr = stderr
+			errFile.Close()
+			out, _ := os.ReadFile(errFile.Name())
+			if code != 2 {
+				t.Errorf("execute(%v) = %d, want 2", args, code)
+			}
+			if !strings.Contains(string(out), c.stderr) {
+				t.Errorf("stderr = %q, want it to contain %q", out, c.stderr)
+			}
+		})
+	}
+}
