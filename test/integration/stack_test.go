@@ -96,16 +96,16 @@ func ping() error {
 // env is one test's isolated world: its own outbox and message tables,
 // topic, checkpoint key and replica server_id, on the shared stack.
 type env struct {
-	t          *testing.T
-	name       string
-	outbox     string
-	message    string
-	topic      string
-	key        string
-	serverID   uint32
-	dir        string
-	extra      string // appended to the YAML config
-	batchBytes int
+	t            *testing.T
+	name         string
+	outbox       string
+	message      string
+	topic        string
+	key          string
+	serverID     uint32
+	dir          string
+	extra        string // appended to the YAML config
+	batchBytes   int
 	positionMode string
 }
 
