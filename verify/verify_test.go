@@ -1,0 +1,50 @@
+package verify
+
+import "testing"
+
+func rec(key string, partition int, seq int64, id string) Record {
+	return Record{Key: key, Partition: partition, SeqNo: seq, EventID: id}
+}
+
+func TestChecker(t *testing.T) {
+	cases := []struct {
+		name     string
+		expected map[int64]int64
+		recs     []Record
+		want     Report
+		ok       bool
+	}{
+		{"all in order", map[int64]int64{1: 3}, []Record{rec("1", 0, 1, "a"), rec("1", 0, 2, "b"), rec("1", 0, 3, "c")},
+			Report{Records: 3, Unique: 3}, true},
+		{"replayed range after a crash is a duplicate, not a reorder", map[int64]int64{1: 3},
+			[]Record{rec("1", 0, 1, "a"), rec("1", 0, 2, "b"), rec("1", 0, 1, "a"), rec("1", 0, 2, "b"), rec("1", 0, 3, "c")},
+			Report{Records: 5, Unique: 3, Duplicates: 2}, true},
+		{"gap", map[int64]int64{1: 3}, []Record{rec("1", 0, 1, "a"), rec("1", 0, 3, "c")},
+			Report{Records: 2, Unique: 2, Missing: 1}, false},
+		{"reorder", map[int64]int64{1: 2}, []Record{rec("1", 0, 2, "b"), rec("1", 0, 1, "a")},
+			Report{Records: 2, Unique: 2, Reordered: 1}, false},
+		{"split across partitions", map[int64]int64{1: 2}, []Record{rec("1", 0, 1, "a"), rec("1", 1, 2, "b")},
+			Report{Records: 2, Unique: 2, Split: 1}, false},
+		{"duplicate with another event id", map[int64]int64{1: 1}, []Record{rec("1", 0, 1, "a"), rec("1", 0, 1, "z")},
+			Report{Records: 2, Unique: 1, Duplicates: 1, Conflicts: 1}, false},
+		{"unexpected event", map[int64]int64{1: 1}, []Record{rec("1", 0, 1, "a"), rec("2", 0, 1, "b")},
+			Report{Records: 2, Unique: 2, Unexpected: 1}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			chk := NewChecker(c.expected)
+			chk.Add(c.recs...)
+			got := chk.Report()
+			if got.OK() != c.ok {
+				t.Errorf("OK() = %v, want %v (%s)", got.OK(), c.ok, got.String())
+			}
+			got.Problems, got.MissingSample = nil, nil
+			if got.String() != c.want.String() {
+				t.Errorf("got  %s\nwant %s", got.String(), c.want.String())
+			}
+			if chk.Complete() != (c.want.Missing == 0) {
+				t.Errorf("Complete() = %v with %d missing", chk.Complete(), c.want.Missing)
+			}
+		})
+	}
+}
