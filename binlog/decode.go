@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,9 @@ func asInt64(v any) (int64, error) {
 	case int64:
 		return x, nil
 	case uint64:
+		if x > math.MaxInt64 {
+			return 0, fmt.Errorf("%d does not fit a signed BIGINT", x)
+		}
 		return int64(x), nil
 	case int32:
 		return int64(x), nil

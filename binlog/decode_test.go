@@ -248,3 +248,12 @@ func TestDecodeRow(t *testing.T) {
 		})
 	}
 }
+
+func TestAsInt64RejectsUnsignedOverflow(t *testing.T) {
+	if _, err := asInt64(uint64(1) << 63); err == nil {
+		t.Fatal("uint64 above MaxInt64 must not wrap to a negative id")
+	}
+	if n, err := asInt64(uint64(42)); err != nil || n != 42 {
+		t.Fatalf("asInt64(42) = %d, %v", n, err)
+	}
+}

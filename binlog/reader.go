@@ -136,9 +136,14 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			st.pos.File, st.pos.Pos = st.file, uint32(e.Position)
 		}
 	case *replication.GTIDEvent:
-		if next, err := e.GTIDNext(); err == nil {
-			st.gtid = next.String()
+		// ANONYMOUS_GTID_EVENT (gtid_mode=OFF) decodes to a GTIDEvent with
+		// a zero SID: it names no transaction.
+		if h.EventType != replication.ANONYMOUS_GTID_EVENT {
+			st.setGTID(e)
 		}
+	case *replication.GtidTaggedLogEvent:
+		// MySQL 8.4 tagged GTID (uuid:tag:gno).
+		st.setGTID(&e.GTIDEvent)
 	case *replication.MariadbGTIDEvent:
 		st.gtid = e.GTID.String()
 		st.begin()
@@ -153,6 +158,11 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			st.begin()
 		case bytes.EqualFold(q, []byte("COMMIT")):
 			return st.commit(h), nil
+		case hasPrefixFold(q, "XA START"):
+			// An XA transaction ends at XA_PREPARE_LOG_EVENT; its outcome
+			// (XA COMMIT / XA ROLLBACK) comes later as an event group of
+			// its own.
+			st.begin()
 		case !st.inTxn:
 			// A statement outside BEGIN … COMMIT (DDL) is a transaction of its own.
 			return st.commit(h), nil
@@ -164,6 +174,14 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			return nil, nil
 		}
 		return nil, st.rows(e, h)
+	default:
+		if h.EventType == replication.XA_PREPARE_LOG_EVENT {
+			if len(st.events) > 0 {
+				return nil, fmt.Errorf("%w: %d outbox row(s) in an XA transaction (prepared at %s:%d): XA transactions on the outbox table are not supported; insert outbox rows in a regular transaction",
+					ErrDecode, len(st.events), st.file, h.LogPos)
+			}
+			return st.commit(h), nil
+		}
 	case *replication.TransactionPayloadEvent:
 		// MySQL 8 binlog_transaction_compression: the inner events carry
 		// no positions of their own; the outer event's end is the end.
@@ -182,6 +200,16 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 		return out, nil
 	}
 	return nil, nil
+}
+
+func (st *state) setGTID(e *replication.GTIDEvent) {
+	if next, err := e.GTIDNext(); err == nil {
+		st.gtid = next.String()
+	}
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && bytes.EqualFold(b[:len(prefix)], []byte(prefix))
 }
 
 func (st *state) begin() {

@@ -511,7 +511,72 @@ func TestStateAnonymousGTID(t *testing.T) {
 		t.Fatalf("txn = %+v, want one event ending at %s:631", txn, file1)
 	}
 	if txn.End.GTID != "" || txn.End.GTIDSet != "" {
-		t.Skipf("KNOWN BUG (reported, binlog/reader.go case *replication.GTIDEvent): anonymous GTID recorded: GTID %q, GTIDSet %q",
+		t.Fatalf("anonymous GTID recorded: GTID %q, GTIDSet %q",
 			txn.End.GTID, txn.End.GTIDSet)
+	}
+}
+
+// MySQL 8.4 tagged GTIDs (gtid_next='AUTOMATIC:tag') arrive as
+// GTID_TAGGED_LOG_EVENT, decoded by go-mysql as *GtidTaggedLogEvent (which
+// embeds GTIDEvent but is a different type). The GTID must still be tracked.
+func TestStateTaggedGTID(t *testing.T) {
+	st := newState(t, mysql.MySQLFlavor, uuidA+":1-5")
+	sid, _ := hex.DecodeString(strings.ReplaceAll(uuidA, "-", ""))
+	steps := []*replication.BinlogEvent{
+		ev(replication.GTID_TAGGED_LOG_EVENT, 300, &replication.GtidTaggedLogEvent{GTIDEvent: replication.GTIDEvent{SID: sid, GNO: 6, Tag: mysql.NewTag("tag1")}}),
+		query(380, "BEGIN"),
+		tableMapEv(450, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 600, outboxTM, row(1)),
+		xid(631),
+	}
+	var txn *Txn
+	for _, e := range steps {
+		got, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != nil {
+			txn = got
+		}
+	}
+	if txn == nil || len(txn.Events) != 1 || txn.End.Pos != 631 {
+		t.Fatalf("txn = %+v, want one event ending at 631", txn)
+	}
+	if txn.End.GTID != uuidA+":tag1:6" || !strings.Contains(txn.End.GTIDSet, "tag1:6") {
+		t.Fatalf("tagged GTID not tracked: GTID %q, GTIDSet %q",
+			txn.End.GTID, txn.End.GTIDSet)
+	}
+}
+
+// XA transactions: one without outbox rows passes as an event group ending
+// at XA_PREPARE_LOG_EVENT; outbox rows inside one are refused with
+// ErrDecode rather than published before the XA outcome is known.
+func TestStateXA(t *testing.T) {
+	xaPrepare := func(pos uint32) *replication.BinlogEvent {
+		return ev(replication.XA_PREPARE_LOG_EVENT, pos, &replication.GenericEvent{})
+	}
+	run := func(steps ...*replication.BinlogEvent) (*Txn, error) {
+		st := newState(t, mysql.MySQLFlavor, "")
+		var txn *Txn
+		for _, e := range steps {
+			got, err := st.handle(e, e.Header)
+			if err != nil {
+				return txn, err
+			}
+			if got != nil {
+				txn = got
+			}
+		}
+		return txn, nil
+	}
+	txn, err := run(mysqlGTID(100, uuidA, 1), query(200, "XA START 'x1'"), tableMapEv(250, messageTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 300, messageTM, row(1)), query(350, "XA END 'x1'"), xaPrepare(400))
+	if err != nil || txn == nil || len(txn.Events) != 0 || txn.End.Pos != 400 {
+		t.Fatalf("XA without outbox rows: txn %+v, err %v", txn, err)
+	}
+	_, err = run(mysqlGTID(100, uuidA, 1), query(200, "XA START 'x2'"), tableMapEv(250, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 300, outboxTM, row(1)), query(350, "XA END 'x2'"), xaPrepare(400))
+	if !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "XA") {
+		t.Fatalf("XA with outbox rows: want ErrDecode naming XA, got %v", err)
 	}
 }

@@ -425,7 +425,17 @@ func TestExecuteInvalidConfig(t *testing.T) {
 			}
 			stderr := os.Stderr
 			os.Stderr = errFile
-			code := execute(args)
+			// If validation ever let the configuration through, execute would
+			// try to connect and retry forever: fail instead of hanging.
+			done := make(chan int, 1)
+			go func() { done <- execute(args) }()
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(10 * time.Second):
+				os.Stderr = stderr
+				t.Fatalf("execute(%v) did not return: the configuration was not rejected", args)
+			}
 			os.Stderr = stderr
 			errFile.Close()
 			out, _ := os.ReadFile(errFile.Name())
