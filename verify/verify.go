@@ -41,45 +41,56 @@ func NewConsumer(brokers []string, topic string) *Consumer {
 // high watermark at the time of the call, and returns the records in
 // partition, then offset, order.
 func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
+	var out []Record
+	err := c.Each(ctx, func(r Record) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// Each is Poll without collecting: it calls fn for each record, in
+// partition, then offset, order, holding one fetch batch in memory.
+func (c *Consumer) Each(ctx context.Context, fn func(Record) error) error {
 	conn, err := kafka.DialContext(ctx, "tcp", c.brokers[0])
 	if err != nil {
-		return nil, err
+		return err
 	}
 	parts, err := conn.ReadPartitions(c.topic)
 	conn.Close()
 	if err != nil {
-		return nil, fmt.Errorf("verify: partitions of %s: %w", c.topic, err)
+		return fmt.Errorf("verify: partitions of %s: %w", c.topic, err)
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
-	var out []Record
 	for _, p := range parts {
-		recs, err := c.readPartition(ctx, p.ID)
-		if err != nil {
-			return out, err
+		if err := c.readPartition(ctx, p.ID, fn); err != nil {
+			return err
 		}
-		out = append(out, recs...)
 	}
-	return out, nil
+	return nil
 }
 
-func (c *Consumer) readPartition(ctx context.Context, partition int) ([]Record, error) {
+// Seek makes the next Poll or Each start partition at offset.
+func (c *Consumer) Seek(partition int, offset int64) { c.next[partition] = offset }
+
+func (c *Consumer) readPartition(ctx context.Context, partition int, fn func(Record) error) error {
 	conn, err := kafka.DialLeader(ctx, "tcp", c.brokers[0], c.topic, partition)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer conn.Close()
 	first, last, err := conn.ReadOffsets()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	off, ok := c.next[partition]
 	if !ok || off < first {
 		off = first
 	}
-	var out []Record
+	defer func() { c.next[partition] = off }()
 	for off < last {
 		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
-			return out, err
+			return err
 		}
 		batch := conn.ReadBatch(1, 64<<20)
 		for {
@@ -87,22 +98,24 @@ func (c *Consumer) readPartition(ctx context.Context, partition int) ([]Record, 
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
 					batch.Close()
-					return out, err
+					return err
 				}
 				break
 			}
 			if m.Offset >= last {
 				break
 			}
-			out = append(out, toRecord(m))
+			if err := fn(toRecord(m)); err != nil {
+				batch.Close()
+				return err
+			}
 			off = m.Offset + 1
 		}
 		if err := batch.Close(); err != nil && !errors.Is(err, io.EOF) {
-			return out, err
+			return err
 		}
 	}
-	c.next[partition] = off
-	return out, nil
+	return nil
 }
 
 func toRecord(m kafka.Message) Record {

@@ -35,6 +35,7 @@ func execute(args []string) int {
 		Version:       version,
 	}
 	root.AddCommand(runCommand())
+	root.AddCommand(verifyCommand())
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ee exitError

@@ -1,0 +1,65 @@
+package verify
+
+import (
+	"strconv"
+	"testing"
+)
+
+var itoa = strconv.Itoa
+
+func arec(topic, key string, partition int, id string, seq int64) Record {
+	return Record{Topic: topic, Key: key, Partition: partition, EventID: id, SeqNo: seq}
+}
+
+func TestAudit(t *testing.T) {
+	rows := []Row{{1, 10, 1}, {2, 10, 2}, {3, 20, 1}, {4, 10, 3}}
+	cases := []struct {
+		name string
+		recs []Record
+		want string // Missing/Duplicates/Reordered/Split/NotInTable/OutOfRange/MaxReplay
+		ok   bool
+	}{
+		{"complete", []Record{arec("t", "10", 0, "1", 1), arec("t", "10", 0, "2", 2), arec("t", "20", 1, "3", 1), arec("t", "10", 0, "4", 3)},
+			"0/0/0/0/0/0/0", true},
+		{"lost event", []Record{arec("t", "10", 0, "1", 1), arec("t", "20", 1, "3", 1), arec("t", "10", 0, "4", 3)},
+			"1/0/0/0/0/0/0", false},
+		{"replay after crash", []Record{arec("t", "10", 0, "1", 1), arec("t", "10", 0, "2", 2), arec("t", "10", 0, "1", 1),
+			arec("t", "10", 0, "2", 2), arec("t", "20", 1, "3", 1), arec("t", "10", 0, "4", 3)},
+			"0/2/0/0/0/0/1", true},
+		{"reordered", []Record{arec("t", "10", 0, "2", 2), arec("t", "10", 0, "1", 1), arec("t", "20", 1, "3", 1), arec("t", "10", 0, "4", 3)},
+			"0/0/1/0/0/0/0", false},
+		{"split", []Record{arec("t", "10", 0, "1", 1), arec("t", "10", 2, "2", 2), arec("t", "20", 1, "3", 1), arec("t", "10", 2, "4", 3)},
+			"0/0/0/1/0/0/0", false},
+		{"same conversation in two topics is not split", []Record{arec("a", "10", 0, "1", 1), arec("b", "10", 3, "2", 2),
+			arec("t", "20", 1, "3", 1), arec("a", "10", 0, "4", 3)}, "0/0/0/0/0/0/0", true},
+		{"deleted row and foreign records", []Record{arec("t", "10", 0, "1", 1), arec("t", "10", 0, "2", 2), arec("t", "20", 1, "3", 1),
+			arec("t", "10", 0, "4", 3), arec("t", "10", 0, "5", 4), arec("t", "9", 0, "99", 1), arec("t", "9", 0, "x", 1)},
+			"0/0/0/0/1/2/0", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := NewAudit(1, 5)
+			for _, r := range c.recs {
+				a.Add(r)
+			}
+			b := a.Clone()
+			for _, r := range rows {
+				b.AddRow(r)
+			}
+			rep := b.Report()
+			got := fmtCounts(rep)
+			if got != c.want || rep.OK() != c.ok {
+				t.Fatalf("got %s ok=%v, want %s ok=%v\n%s", got, rep.OK(), c.want, c.ok, rep.String())
+			}
+			// The clone left the original untouched.
+			if a.Report().Rows != 0 {
+				t.Fatal("Clone shares row state")
+			}
+		})
+	}
+}
+
+func fmtCounts(r AuditReport) string {
+	return itoa(r.Missing) + "/" + itoa(r.Duplicates) + "/" + itoa(r.Reordered) + "/" + itoa(r.Split) + "/" +
+		itoa(r.NotInTable) + "/" + itoa(r.OutOfRange) + "/" + itoa(int(r.MaxReplay))
+}
