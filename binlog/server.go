@@ -210,6 +210,7 @@ func (s *Server) checkServerID(ctx context.Context) error {
 		q = "SHOW REPLICAS"
 	}
 	deadline := time.Now().Add(s.cfg.ServerIDWait)
+	warned := false
 	for {
 		r, err := s.conn.Execute(q)
 		if err != nil {
@@ -233,12 +234,15 @@ func (s *Server) checkServerID(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: replica %s already uses server_id %d: set source.server-id to an unused value (see SHOW SLAVE HOSTS / SHOW REPLICAS)", ErrServerID, host, s.cfg.ServerID)
 		}
-		s.log.Warn("a replica with our server_id is registered; waiting for it to go away (a killed publisher's connection lingers briefly)",
-			zap.Uint32("server_id", s.cfg.ServerID), zap.String("replica_host", host))
+		if !warned {
+			warned = true
+			s.log.Warn("a replica with our server_id is registered; waiting for it to go away (a killed publisher's connection lingers briefly)",
+				zap.Uint32("server_id", s.cfg.ServerID), zap.String("replica_host", host), zap.Duration("wait", s.cfg.ServerIDWait))
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

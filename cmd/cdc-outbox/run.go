@@ -180,7 +180,15 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			if err != nil {
 				return fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
 			}
-			p.log.Info("no checkpoint; starting from the configured start", zap.String("key", p.store.Key()),
+			// Store the start at once: a crash before the first
+			// acknowledgement then resumes here instead of finding no
+			// checkpoint (and a later "latest" would skip what came since).
+			if err := p.store.Save(ctx, checkpoint.Checkpoint{File: from.File, Pos: from.Pos, GTIDSet: from.GTIDSet,
+				ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}); err != nil {
+				return err
+			}
+			saved = from
+			p.log.Info("no checkpoint; starting from the configured start (stored as the first checkpoint)", zap.String("key", p.store.Key()),
 				zap.String("start", cfg.Source.Start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
 		}
 		p.resume, p.known = from, true

@@ -4,11 +4,14 @@
 package workload
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
 // Row is one message and its outbox event.
@@ -26,6 +29,8 @@ type Writer struct {
 	conn    *client.Conn
 	outbox  string
 	message string
+
+	addr, user, password, schema string
 }
 
 // Open connects to addr and uses schema. outbox and message name the
@@ -35,7 +40,7 @@ func Open(addr, user, password, schema, outbox, message string) (*Writer, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{conn: conn, outbox: outbox, message: message}, nil
+	return &Writer{conn: conn, outbox: outbox, message: message, addr: addr, user: user, password: password, schema: schema}, nil
 }
 
 // Close closes the connection.
@@ -148,4 +153,32 @@ func Payload(conv, seq int64, n int) []byte {
 	head := fmt.Sprintf(`{"conversation_id":%d,"seq_no":%d,"text":"`, conv, seq)
 	pad := max(0, n-len(head)-2)
 	return []byte(head + strings.Repeat("x", pad) + `"}`)
+}
+
+// TxnRetry is Txn that survives a database restart or a killed
+// connection: it reconnects and retries until the transaction commits or
+// stop is closed. A retry that hits the message table's unique key
+// (conversation_id, seq_no) means the earlier attempt did commit (its
+// acknowledgement was lost), so it counts as done: each row is committed
+// exactly once. The Writer must have a message table.
+func (w *Writer) TxnRetry(rows []Row, stop <-chan struct{}) error {
+	for attempt := 0; ; attempt++ {
+		err := w.Txn(rows, false)
+		if err == nil {
+			return nil
+		}
+		var me *mysql.MyError
+		if errors.As(err, &me) && me.Code == 1062 && attempt > 0 { // ER_DUP_ENTRY
+			return nil
+		}
+		select {
+		case <-stop:
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+		if conn, cerr := client.Connect(w.addr, w.user, w.password, w.schema); cerr == nil {
+			w.conn.Close()
+			w.conn = conn
+		}
+	}
 }

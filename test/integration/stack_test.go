@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,13 +38,6 @@ var (
 	partitions = 6
 )
 
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -70,6 +64,12 @@ func TestMain(m *testing.M) {
 	}
 	serverIDs.Store(6000 + uint32(time.Now().Unix()%1000)*10)
 	code := m.Run()
+	if table := matrixTable(); table != "" {
+		fmt.Print(table)
+		if path := os.Getenv("CDC_FAULT_REPORT"); path != "" {
+			_ = os.WriteFile(path, []byte(table), 0o644)
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -106,6 +106,7 @@ type env struct {
 	dir          string
 	extra        string // appended to the YAML config
 	batchBytes   int
+	batchSize    int
 	positionMode string
 }
 
@@ -191,6 +192,7 @@ router:
 kafka:
   brokers: [%s]
   batch-bytes: %d
+  batch-size: %d
 checkpoint:
   addr: %s
   key: %q
@@ -198,7 +200,9 @@ checkpoint:
 log:
   format: json
   level: info
-`, mysqlAddr, mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, or(e.positionMode, "file"), e.topic, strings.Join(brokers, ","), max(e.batchBytes, 1000000), redisAddr, e.key)
+shutdown-timeout: 10s
+retry-backoff-max: 2s
+`, mysqlAddr, mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(brokers, ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 10000), redisAddr, e.key)
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)

@@ -1,0 +1,393 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/verify"
+	"github.com/segmentio/kafka-go"
+)
+
+// The fault matrix: each trial runs a producer workload while a fault
+// happens, then checks every event against what was committed. Quick by
+// default (CI); CDC_FAULTS=full gives the full-size matrix (make faults).
+// The table of results is printed at the end of the test binary and written
+// to $CDC_FAULT_REPORT when set.
+
+var fullMatrix = os.Getenv("CDC_FAULTS") == "full"
+
+// pick returns quick or full.
+func pick[T any](quick, full T) T {
+	if fullMatrix {
+		return full
+	}
+	return quick
+}
+
+type faultRow struct {
+	fault                                string
+	trials, events, lost, reordered, dup int
+	recovery                             []time.Duration
+}
+
+var matrix struct {
+	sync.Mutex
+	rows  map[string]*faultRow
+	order []string
+}
+
+func record(fault string, events int, rep verify.Report, recovery time.Duration) {
+	matrix.Lock()
+	defer matrix.Unlock()
+	if matrix.rows == nil {
+		matrix.rows = map[string]*faultRow{}
+	}
+	r := matrix.rows[fault]
+	if r == nil {
+		r = &faultRow{fault: fault}
+		matrix.rows[fault] = r
+		matrix.order = append(matrix.order, fault)
+	}
+	r.trials++
+	r.events += events
+	r.lost += rep.Missing
+	r.reordered += rep.Reordered + rep.Split + rep.Conflicts
+	r.dup += rep.Duplicates
+	if recovery >= 0 {
+		r.recovery = append(r.recovery, recovery)
+	}
+}
+
+// matrixTable renders the results; "" when no fault ran.
+func matrixTable() string {
+	matrix.Lock()
+	defer matrix.Unlock()
+	if len(matrix.order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	mode := "quick"
+	if fullMatrix {
+		mode = "full"
+	}
+	fmt.Fprintf(&b, "\nfault matrix (%s), %s\n\n", mode, time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "| fault | trials | events | lost | reordered | duplicates | recovery p50 | recovery max |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, name := range matrix.order {
+		r := matrix.rows[name]
+		p50, mx := "n/a", "n/a"
+		if len(r.recovery) > 0 {
+			d := append([]time.Duration(nil), r.recovery...)
+			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+			p50, mx = d[len(d)/2].Round(time.Millisecond).String(), d[len(d)-1].Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", r.fault, r.trials, r.events, r.lost, r.reordered, r.dup, p50, mx)
+	}
+	return b.String()
+}
+
+// stack runs scripts/dev-stack.sh with the test's environment.
+func stack(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("../../scripts/dev-stack.sh", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dev-stack.sh %v: %v\n%s", args, err, out)
+	}
+}
+
+// endOffsets is the sum of the topic's partitions' high watermarks.
+func endOffsets(topic string) int64 {
+	conn, err := kafka.Dial("tcp", brokers[0])
+	if err != nil {
+		return -1
+	}
+	parts, err := conn.ReadPartitions(topic)
+	conn.Close()
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	for _, p := range parts {
+		c, err := kafka.DialLeader(context.Background(), "tcp", brokers[0], topic, p.ID)
+		if err != nil {
+			return -1
+		}
+		last, err := c.ReadLastOffset()
+		c.Close()
+		if err != nil {
+			return -1
+		}
+		sum += last
+	}
+	return sum
+}
+
+// waitGrowth returns how long after since the topic grew past its size at
+// the call, or -1 if it did not within timeout.
+func waitGrowth(topic string, since time.Time, timeout time.Duration) time.Duration {
+	base := endOffsets(topic)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if n := endOffsets(topic); n > base && base >= 0 {
+			return time.Since(since)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return -1
+}
+
+// producer writes a plan in the background at about rate rows/s, retrying
+// through database faults.
+type producer struct {
+	plan *workload.Plan
+	stop chan struct{}
+	done chan error
+}
+
+func (e *env) produceBackground(plan *workload.Plan, rate int) *producer {
+	w := e.writer()
+	pr := &producer{plan: plan, stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		start, n := time.Now(), 0
+		for _, txn := range plan.Txns {
+			if err := w.TxnRetry(txn, pr.stop); err != nil {
+				pr.done <- err
+				return
+			}
+			n += len(txn)
+			if ahead := time.Duration(float64(n)/float64(rate)*float64(time.Second)) - time.Since(start); ahead > 0 {
+				time.Sleep(ahead)
+			}
+		}
+		pr.done <- nil
+	}()
+	e.t.Cleanup(func() { close(pr.stop) })
+	return pr
+}
+
+func (pr *producer) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-pr.done:
+		if err != nil {
+			t.Fatalf("producer: %v", err)
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatal("producer did not finish")
+	}
+}
+
+// waitPublished polls until n distinct events of plan were published.
+func (e *env) waitPublished(plan *workload.Plan, n int, timeout time.Duration) {
+	e.t.Helper()
+	chk := verify.NewChecker(plan.Last)
+	cons := verify.NewConsumer(brokers, e.topic)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		recs, _ := cons.Poll(context.Background())
+		chk.Add(recs...)
+		if chk.Report().Unique >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("fewer than %d events published within %s", n, timeout)
+}
+
+// finish waits for the producer and checks the topic against the plan.
+func (e *env) finish(fault string, pr *producer, recovery time.Duration) verify.Report {
+	e.t.Helper()
+	pr.wait(e.t)
+	rep := e.consume(verify.NewChecker(pr.plan.Last), verify.NewConsumer(brokers, e.topic), 3*time.Minute)
+	record(fault, pr.plan.Total, rep, recovery)
+	requireOK(e.t, rep)
+	return rep
+}
+
+// SIGKILL of the publisher at random moments while a workload with
+// transactions of 1 to 5,000 rows (quick: 500) is written.
+func TestFaultKillRandom(t *testing.T) {
+	for i := range pick(3, 20) {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := newEnv(t)
+			p := e.start()
+			plan := workload.Generate(uint64(100+i), 0, 300, pick(6000, 30000), 1, pick(500, 5000), 200)
+			pr := e.produceBackground(plan, pick(6000, 15000))
+			time.Sleep(time.Duration(100+rand.IntN(900)) * time.Millisecond)
+			p.kill(t)
+			restart := time.Now()
+			e.start()
+			rec := waitGrowth(e.topic, restart, time.Minute)
+			e.finish("SIGKILL publisher, random moment", pr, rec)
+		})
+	}
+}
+
+// SIGKILL in the middle of a 5,000-row transaction: some of its records
+// are in Kafka, the rest not, and the checkpoint is before it.
+func TestFaultKillMidTransaction(t *testing.T) {
+	for i := range pick(1, 3) {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := newEnv(t)
+			e.batchSize = 500 // ten produce rounds per transaction
+			p := e.start()
+			plan := workload.Generate(uint64(200+i), 0, 100, 5000*pick(4, 8), 5000, 5000, 100)
+			pr := e.produceBackground(plan, 20000)
+			cons := verify.NewConsumer(brokers, e.topic)
+			perTxn := map[string]int{}
+			deadline := time.Now().Add(time.Minute)
+			hit := false
+			for !hit && time.Now().Before(deadline) {
+				recs, _ := cons.Poll(context.Background())
+				for _, r := range recs {
+					perTxn[r.Headers["binlog_txn_end"]]++
+				}
+				for _, n := range perTxn {
+					if n > 0 && n < 5000 {
+						hit = true
+					}
+				}
+			}
+			if !hit {
+				t.Fatal("never observed a partly published 5,000-row transaction")
+			}
+			p.kill(t)
+			restart := time.Now()
+			e.start()
+			rec := waitGrowth(e.topic, restart, time.Minute)
+			e.finish("SIGKILL publisher inside a 5,000-row transaction", pr, rec)
+		})
+	}
+}
+
+// The broker stopped while publishing and restarted 10–60 s later (quick:
+// 3 s); the publisher recovers by itself.
+func TestFaultBrokerDown(t *testing.T) {
+	for i := range pick(1, 3) {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := newEnv(t)
+			e.start()
+			plan := workload.Generate(uint64(300+i), 0, 200, pick(8000, 40000), 1, 500, 200)
+			down := pick(3*time.Second, time.Duration(10+rand.IntN(51))*time.Second)
+			pr := e.produceBackground(plan, max(500, plan.Total/int((down+8*time.Second)/time.Second)))
+			e.waitPublished(plan, 500, time.Minute)
+			stack(t, "stop-kafka")
+			t.Cleanup(func() { stack(t, "start-kafka") })
+			time.Sleep(down)
+			stack(t, "start-kafka")
+			up := time.Now()
+			rec := waitGrowth(e.topic, up, 2*time.Minute)
+			e.finish(fmt.Sprintf("Kafka broker down %s", pick("3 s", "10–60 s")), pr, rec)
+		})
+	}
+}
+
+// SIGTERM while the broker is down: the publisher exits within
+// shutdown-timeout and has checkpointed nothing it did not publish (a
+// restart after the broker is back loses nothing).
+func TestFaultTermWhileBrokerDown(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	plan := workload.Generate(400, 0, 100, 4000, 1, 200, 200)
+	pr := e.produceBackground(plan, 2000)
+	e.waitPublished(plan, 300, time.Minute)
+	stack(t, "stop-kafka")
+	t.Cleanup(func() { stack(t, "start-kafka") })
+	time.Sleep(500 * time.Millisecond)
+	began := time.Now()
+	p.stop(t, 10*time.Second+10*time.Second) // shutdown-timeout 10s in tests, plus slack
+	t.Logf("exited %s after SIGTERM with the broker down", time.Since(began).Round(time.Millisecond))
+	stack(t, "start-kafka")
+	restart := time.Now()
+	e.start()
+	rec := waitGrowth(e.topic, restart, 2*time.Minute)
+	e.finish("SIGTERM while the broker is down", pr, rec)
+}
+
+// Redis stopped and restarted: publishing goes on, the failure is logged;
+// then Redis down and a SIGKILL: the restart resumes from the last stored
+// checkpoint, which never passed unacknowledged records.
+func TestFaultRedisDown(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	plan := workload.Generate(500, 0, 100, 6000, 1, 200, 200)
+	pr := e.produceBackground(plan, 1500)
+	e.waitPublished(plan, 300, time.Minute)
+	stack(t, "stop-redis")
+	t.Cleanup(func() { stack(t, "start-redis") })
+	e.waitLog(p, "cannot write checkpoint; publishing continues", 30*time.Second)
+	e.waitPublished(plan, 2000, time.Minute) // still publishing without Redis
+	p.kill(t)
+	stack(t, "start-redis")
+	restart := time.Now()
+	e.start()
+	rec := waitGrowth(e.topic, restart, time.Minute)
+	e.finish("Redis down, then SIGKILL", pr, rec)
+}
+
+// MariaDB restarted under the publisher, and the replication connection
+// killed with KILL <id>: reconnect and continue with no gap, in file/pos
+// and in GTID mode.
+func TestFaultDatabase(t *testing.T) {
+	for _, mode := range []string{"file", "gtid"} {
+		t.Run("restart_"+mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.positionMode = mode
+			e.start()
+			plan := workload.Generate(600, 0, 100, 6000, 1, 200, 200)
+			pr := e.produceBackground(plan, 1500)
+			e.waitPublished(plan, 300, time.Minute)
+			stack(t, "restart-mariadb")
+			up := time.Now()
+			rec := waitGrowth(e.topic, up, 2*time.Minute)
+			e.finish("MariaDB restart ("+mode+" mode)", pr, rec)
+		})
+		t.Run("kill_connection_"+mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.positionMode = mode
+			p := e.start()
+			plan := workload.Generate(700, 0, 100, 6000, 1, 200, 200)
+			pr := e.produceBackground(plan, 1500)
+			e.waitPublished(plan, 300, time.Minute)
+			killed := e.killDumpThreads()
+			if killed == 0 {
+				t.Fatal("no binlog dump thread to kill")
+			}
+			at := time.Now()
+			rec := waitGrowth(e.topic, at, time.Minute)
+			e.finish("KILL replication connection ("+mode+" mode)", pr, rec)
+			if !logHas(p.log, "restarting from the last acknowledged position") {
+				t.Fatal("the publisher did not log the reconnect")
+			}
+		})
+	}
+}
+
+// killDumpThreads kills the binlog dump threads of this test's publisher
+// (found by its replica server_id's connection) and returns how many.
+func (e *env) killDumpThreads() int {
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for i := 0; i < r.RowNumber(); i++ {
+		id, _ := r.GetUint(i, 0)
+		if _, err := c.Execute(fmt.Sprintf("KILL %d", id)); err == nil {
+			n++
+		}
+	}
+	return n
+}
