@@ -58,24 +58,27 @@ func New(cfg Config) *Router {
 	return &Router{topic: cfg.Topic, template: strings.Contains(cfg.Topic, placeholder)}
 }
 
-// Topic returns the topic of an event type.
+// Topic returns the topic of an event type. An invalid name gives a
+// *TopicError (matching ErrTopic) together with the invalid name.
 func (r *Router) Topic(eventType string) (string, error) {
 	if !r.template {
 		return r.topic, nil
 	}
 	t := strings.ReplaceAll(r.topic, placeholder, eventType)
 	if err := validTopic(t); err != nil {
-		return "", fmt.Errorf("%w: event_type %q gives topic %q: %v", ErrTopic, eventType, t, err)
+		return t, &TopicError{EventType: eventType, Topic: t, Err: err}
 	}
 	return t, nil
 }
 
 // Route returns the record for e. end is the position after e's transaction.
+//
+// When e's event_type gives an invalid topic, Route returns a *TopicError
+// (matching ErrTopic) together with the complete record, its Topic set to
+// the invalid name, so that a dead-letter policy can keep its key, value
+// and headers.
 func (r *Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
-	topic, err := r.Topic(e.EventType)
-	if err != nil {
-		return kafka.Message{}, err
-	}
+	topic, terr := r.Topic(e.EventType)
 	h := make([]kafka.Header, 0, 10)
 	h = append(h,
 		kafka.Header{Key: HeaderEventID, Value: strconv.AppendUint(nil, e.ID, 10)},
@@ -96,8 +99,11 @@ func (r *Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, err
 		Key:     strconv.AppendInt(nil, e.ConversationID, 10),
 		Value:   e.Payload,
 		Headers: h,
-	}, nil
+	}, terr
 }
+
+// ValidTopic reports why Kafka would reject the topic name t, or nil.
+func ValidTopic(t string) error { return validTopic(t) }
 
 // validTopic applies Kafka's topic name rules (kafka.common.internals.Topic):
 // 1-249 characters of [a-zA-Z0-9._-], not "." or "..".

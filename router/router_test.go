@@ -77,9 +77,17 @@ func TestRoute(t *testing.T) {
 
 func TestRouteRejectsBadTopic(t *testing.T) {
 	r := New(Config{Topic: "im.{event_type}"})
-	_, err := r.Route(&binlog.Event{EventType: "bad type/x"}, binlog.Position{})
+	m, err := r.Route(&binlog.Event{ID: 7, EventType: "bad type/x", ConversationID: 3}, binlog.Position{})
 	if !errors.Is(err, ErrTopic) {
 		t.Fatalf("want ErrTopic, got %v", err)
+	}
+	// The record comes back too, for a dead-letter policy.
+	var te *TopicError
+	if !errors.As(err, &te) || te.Topic != "im.bad type/x" || te.EventType != "bad type/x" {
+		t.Fatalf("TopicError %+v", te)
+	}
+	if m.Topic != "im.bad type/x" || string(m.Key) != "3" || len(m.Headers) == 0 {
+		t.Fatalf("record %+v", m)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/router"
 )
 
 // Config configures the Kafka producer.
@@ -27,7 +29,24 @@ type Config struct {
 	// AllowAutoTopicCreation lets the broker create missing topics
 	// (with its default partition count).
 	AllowAutoTopicCreation bool `yaml:"allow-auto-topic-creation" env:"ALLOW_AUTO_TOPIC_CREATION"`
+	// OnPoison is what to do with a poison record (see Check): PolicyFail
+	// ("fail", the default) stops the publisher with an error naming the
+	// event; PolicyDeadLetter ("dead-letter") writes a record to
+	// DeadLetterTopic in its place and carries on.
+	OnPoison string `yaml:"on-poison" env:"ON_POISON"`
+	// DeadLetterTopic receives the dead-letter records under PolicyDeadLetter.
+	// Create it like the other topics; it must differ from router.topic.
+	DeadLetterTopic string `yaml:"dead-letter-topic" env:"DEAD_LETTER_TOPIC"`
 }
+
+// Poison policies accepted in Config.OnPoison.
+const (
+	PolicyFail       = "fail"
+	PolicyDeadLetter = "dead-letter"
+)
+
+// DefaultDeadLetterTopic is the default Config.DeadLetterTopic.
+const DefaultDeadLetterTopic = "cdc-outbox.dead-letter"
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -38,6 +57,9 @@ func DefaultConfig() Config {
 		WriteTimeout: 10 * time.Second,
 		MaxAttempts:  5,
 		Compression:  "none",
+
+		OnPoison:        PolicyFail,
+		DeadLetterTopic: DefaultDeadLetterTopic,
 	}
 }
 
@@ -69,6 +91,18 @@ func (c *Config) Validate() error {
 	}
 	if _, err := compression(c.Compression); err != nil {
 		bad("compression", "%v", err)
+	}
+	switch c.OnPoison {
+	case PolicyFail, PolicyDeadLetter:
+	default:
+		bad("on-poison", "%q: want %s or %s", c.OnPoison, PolicyFail, PolicyDeadLetter)
+	}
+	if c.DeadLetterTopic == "" {
+		if c.OnPoison == PolicyDeadLetter {
+			bad("dead-letter-topic", "required with on-poison: %s", PolicyDeadLetter)
+		}
+	} else if err := router.ValidTopic(c.DeadLetterTopic); err != nil {
+		bad("dead-letter-topic", "%q: %v", c.DeadLetterTopic, err)
 	}
 	return errors.Join(errs...)
 }

@@ -21,6 +21,10 @@ func TestDefaultConfigValid(t *testing.T) {
 	if c.BatchBytes > 1048588 {
 		t.Errorf("default batch-bytes %d exceeds the broker default message.max.bytes 1048588", c.BatchBytes)
 	}
+	// Poison records stop the publisher unless dead-lettering is chosen.
+	if c.OnPoison != PolicyFail || c.DeadLetterTopic != "cdc-outbox.dead-letter" {
+		t.Errorf("default on-poison %q, dead-letter-topic %q", c.OnPoison, c.DeadLetterTopic)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -47,10 +51,22 @@ func TestConfigValidate(t *testing.T) {
 		{name: "max attempts zero", mod: func(c *Config) { c.MaxAttempts = 0 }, want: []string{"kafka.max-attempts: 0: want at least 1"}},
 		{name: "bad compression", mod: func(c *Config) { c.Compression = "brotli" }, want: []string{`kafka.compression: "brotli": want none, gzip, snappy, lz4 or zstd`}},
 		{name: "compression is case-sensitive", mod: func(c *Config) { c.Compression = "GZIP" }, want: []string{`kafka.compression: "GZIP"`}},
+		{name: "dead-letter policy", mod: func(c *Config) { c.OnPoison = PolicyDeadLetter }},
+		{name: "fail policy without a dead-letter topic", mod: func(c *Config) { c.DeadLetterTopic = "" }},
+		{name: "custom dead-letter topic", mod: func(c *Config) { c.OnPoison, c.DeadLetterTopic = PolicyDeadLetter, "im.dlq-v1_x" }},
+		{name: "unknown policy", mod: func(c *Config) { c.OnPoison = "skip" }, want: []string{`kafka.on-poison: "skip": want fail or dead-letter`}},
+		{name: "empty policy", mod: func(c *Config) { c.OnPoison = "" }, want: []string{`kafka.on-poison: "": want fail or dead-letter`}},
+		{name: "dead-letter without topic", mod: func(c *Config) { c.OnPoison, c.DeadLetterTopic = PolicyDeadLetter, "" },
+			want: []string{"kafka.dead-letter-topic: required with on-poison: dead-letter"}},
+		{name: "invalid dead-letter topic", mod: func(c *Config) { c.DeadLetterTopic = "dead letters" },
+			want: []string{`kafka.dead-letter-topic: "dead letters": character ' ' at 4`}},
+		{name: "dead-letter topic template", mod: func(c *Config) { c.DeadLetterTopic = "dlq.{event_type}" },
+			want: []string{`kafka.dead-letter-topic: "dlq.{event_type}"`}},
 		{
 			name: "all problems joined",
-			mod:  func(c *Config) { *c = Config{Compression: "x"} },
-			want: []string{"kafka.brokers:", "kafka.batch-size:", "kafka.batch-bytes:", "kafka.write-timeout:", "kafka.max-attempts:", "kafka.compression:"},
+			mod:  func(c *Config) { *c = Config{Compression: "x", DeadLetterTopic: ".."} },
+			want: []string{"kafka.brokers:", "kafka.batch-size:", "kafka.batch-bytes:", "kafka.write-timeout:", "kafka.max-attempts:", "kafka.compression:",
+				"kafka.on-poison:", "kafka.dead-letter-topic:"},
 		},
 	}
 	for _, c := range cases {
@@ -210,6 +226,9 @@ func TestIsFatal(t *testing.T) {
 		{"record too large wrapped again", fmt.Errorf("pipeline: %w", tooLarge), true},
 		{"invalid topic", kafka.InvalidTopic, true},
 		{"invalid topic in a WriteError", &WriteError{Err: kafka.InvalidTopic}, true},
+		{"poison record", &PoisonError{EventID: "1", Reason: ReasonInvalidJSON, Err: ErrInvalidJSON}, true},
+		{"poison record wrapped", fmt.Errorf("pipeline: %w", &PoisonError{Reason: ReasonInvalidTopic, Err: errors.New("x")}), true},
+		{"dead-letter write, unknown topic", &WriteError{Topic: "cdc-outbox.dead-letter", Err: kafka.UnknownTopicOrPartition}, false},
 		{"topic authorization", &WriteError{Err: kafka.TopicAuthorizationFailed}, true},
 		{"cluster authorization", kafka.ClusterAuthorizationFailed, true},
 		{"SASL authentication", kafka.SASLAuthenticationFailed, true},

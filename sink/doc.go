@@ -15,4 +15,14 @@
 // Batching adapts to load: when the binlog reader has nothing queued, a
 // round is sent as soon as one transaction is there (low latency); while
 // catching up, queued transactions are merged into full rounds (throughput).
+//
+// Poison records (Check: a payload that is not valid JSON, a record larger
+// than BatchBytes, an event_type giving an invalid topic, and a record the
+// broker rejects alone with MESSAGE_TOO_LARGE) follow Config.OnPoison.
+// PolicyFail writes and acknowledges the transactions before the poison
+// one and stops with a *PoisonError; PolicyDeadLetter writes everything
+// before the poison record, then a dead-letter record in its place
+// (DeadLetter) to DeadLetterTopic, and carries on. When the broker rejects
+// a partition's batch as too large, its records are sent again one at a
+// time, in order, to find the culprits. See docs/poison.md.
 package sink

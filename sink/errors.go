@@ -26,3 +26,47 @@ func (e *WriteError) Error() string {
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
+
+// ErrPoison matches every *PoisonError: a record that can never be
+// published as it is (see Check), stopping the publisher under the fail
+// policy.
+var ErrPoison = errors.New("sink: poison record")
+
+// ErrInvalidJSON reports a payload that is not valid JSON (encoding/json's
+// json.Valid), possible when the outbox payload column is TEXT/LONGTEXT
+// rather than a checked JSON column.
+var ErrInvalidJSON = errors.New("sink: payload is not valid JSON")
+
+// PoisonError stops the publisher under kafka.on-poison: fail. Everything
+// before the poison record's transaction is acknowledged (and checkpointed
+// once the pipeline stops); nothing of that transaction or after it was
+// acknowledged.
+type PoisonError struct {
+	EventID string          // the outbox row's id
+	Reason  Reason          // machine code, e.g. invalid_json
+	Topic   string          // the topic the record was meant for
+	Row     string          // the row event's position, "file:pos", for tracing
+	Pos     binlog.Position // the end of the record's transaction
+	// Resume is the end of the last transaction acknowledged before it,
+	// where the checkpoint lands; zero when this run acknowledged none (the
+	// checkpoint then stays where the run started).
+	Resume binlog.Position
+	Err    error // the cause, matching ErrRecordTooLarge, ErrInvalidJSON or router.ErrTopic
+}
+
+func (e *PoisonError) Error() string {
+	resume := "the position this run started from"
+	if !e.Resume.IsZero() {
+		resume = e.Resume.String()
+	}
+	return fmt.Sprintf("sink: poison record (%s): event %s for topic %s, row at %s, transaction ending at %s: %v; "+
+		"the checkpoint stays at the end of the transaction before it (%s). "+
+		"Fix the cause (see docs/poison.md) and restart, or set kafka.on-poison: %s",
+		e.Reason, e.EventID, e.Topic, e.Row, e.Pos, e.Err, resume, PolicyDeadLetter)
+}
+
+// Is reports whether target is ErrPoison.
+func (e *PoisonError) Is(target error) bool { return target == ErrPoison }
+
+// Unwrap returns the cause.
+func (e *PoisonError) Unwrap() error { return e.Err }

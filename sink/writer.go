@@ -4,27 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
 	"go.uber.org/zap"
 )
 
-// Router maps an event to its record; *router.Router implements it.
+// Router maps an event to its record; *router.Router implements it. On
+// router.ErrTopic it returns the record too, its Topic the invalid name.
 type Router interface {
 	Route(e *binlog.Event, end binlog.Position) (kafka.Message, error)
 }
 
+// producer is the part of *kafka.Writer the Writer uses (a fake in tests).
+type producer interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+	Close() error
+}
+
 // Writer is the Kafka stage. Run consumes transactions; Acks delivers the
-// end position of each acknowledged run of transactions, in order.
+// end position of each acknowledged run of transactions, in order. Poison
+// records (see Check) are handled by Config.OnPoison.
 type Writer struct {
 	cfg    Config
 	router Router
-	kw     *kafka.Writer
+	kw     producer
 	acks   chan binlog.Position
 	log    *zap.Logger
+	warn   *limiter // dead-letter warnings: at most 10 per second
+
+	dead  atomic.Uint64   // dead-letter records acknowledged
+	acked binlog.Position // newest position sent on acks
 
 	msgs  []kafka.Message
 	bytes int64
@@ -34,8 +48,21 @@ type Writer struct {
 // NewWriter returns a Writer for a validated Config. balancer must be the
 // partitioner every producer of these topics uses (router.Balancer()).
 func NewWriter(cfg Config, r Router, balancer kafka.Balancer, log *zap.Logger) *Writer {
-	codec, _ := compression(cfg.Compression)
 	log = log.Named("sink")
+	return newWriter(cfg, r, NewProducer(cfg, balancer, log), log)
+}
+
+func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
+	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan binlog.Position, 64), log: log,
+		warn: &limiter{period: time.Second, burst: 10}}
+}
+
+// NewProducer returns the kafka-go producer the Writer uses, configured
+// from a validated Config: acks=all, the given partitioner, at most one
+// batch per partition per WriteMessages call of at most BatchSize records
+// and BatchBytes bytes. The republish command uses it too.
+func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *kafka.Writer {
+	codec, _ := compression(cfg.Compression)
 	kw := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
 		Balancer:     balancer,
@@ -56,8 +83,12 @@ func NewWriter(cfg Config, r Router, balancer kafka.Balancer, log *zap.Logger) *
 	if codec != nil {
 		kw.Compression = kafka.Compression(codec.Code())
 	}
-	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan binlog.Position, 64), log: log}
+	return kw
 }
+
+// DeadLettered returns how many dead-letter records this Writer wrote
+// (acknowledged by the broker). Safe for concurrent use.
+func (w *Writer) DeadLettered() uint64 { return w.dead.Load() }
 
 // Acks returns the channel of acknowledged positions. Each value is the end
 // of a transaction all of whose records, and those of every transaction
@@ -121,19 +152,35 @@ func (w *Writer) room() bool {
 }
 
 // add routes txn's events into the current round, flushing full rounds.
+// A poison record is handled by the policy: fail writes and acknowledges
+// the transactions before the poison one, then returns a *PoisonError;
+// dead-letter writes everything before it, then its dead-letter record
+// alone, then carries on.
 func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Position) error {
 	idx := len(*pending)
 	*pending = append(*pending, txn.End)
 	for i := range txn.Events {
 		m, err := w.router.Route(&txn.Events[i], txn.End)
+		p, err := Check(&m, err, w.cfg.BatchBytes)
 		if err != nil {
-			return &WriteError{EventID: fmt.Sprint(txn.Events[i].ID), Pos: txn.End, Err: err}
+			return &WriteError{EventID: fmt.Sprint(txn.Events[i].ID), Topic: m.Topic, Pos: txn.End, Err: err}
+		}
+		if p != nil {
+			if w.cfg.OnPoison != PolicyDeadLetter {
+				return w.failBefore(ctx, pending, idx, &m, p)
+			}
+			// The dead letter takes the record's place in the stream:
+			// nothing after it is written before it is.
+			if err := w.flushUpTo(ctx, pending, idx); err != nil {
+				return err
+			}
+			idx = 0
+			if err := w.deadLetter(ctx, &m, p, txn.End); err != nil {
+				return err
+			}
+			continue
 		}
 		size := estimate(&m)
-		if size > w.cfg.BatchBytes {
-			return &WriteError{EventID: fmt.Sprint(txn.Events[i].ID), Topic: m.Topic, Pos: txn.End,
-				Err: fmt.Errorf("%w: %d bytes > kafka.batch-bytes %d", ErrRecordTooLarge, size, w.cfg.BatchBytes)}
-		}
 		if len(w.msgs) > 0 && (len(w.msgs)+1 > w.cfg.BatchSize || w.bytes+size > w.cfg.BatchBytes) {
 			// The transaction does not fit: send what we have. Only the
 			// transactions completed before it are acknowledged.
@@ -149,23 +196,74 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	return nil
 }
 
+// failBefore applies the fail policy to poison record m of pending
+// transaction idx: the round's records of that transaction are dropped,
+// the rest is written and the transactions before idx acknowledged.
+func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx int, m *kafka.Message, p *Poison) error {
+	end := (*pending)[idx]
+	cut := len(w.msgs)
+	for cut > 0 && w.owner[cut-1] == idx {
+		cut--
+	}
+	clear(w.msgs[cut:])
+	w.msgs, w.owner = w.msgs[:cut], w.owner[:cut]
+	if err := w.flushUpTo(ctx, pending, idx); err != nil {
+		return err
+	}
+	return w.poisonError(m, p, end)
+}
+
+func (w *Writer) poisonError(m *kafka.Message, p *Poison, end binlog.Position) error {
+	return &PoisonError{EventID: header(m, router.HeaderEventID), Reason: p.Reason, Topic: p.Topic,
+		Row: header(m, router.HeaderBinlogPos), Pos: end, Resume: w.acked, Err: p.Err}
+}
+
+// deadLetter writes the dead-letter record of m alone (without its value
+// if the dead-letter topic rejects it as too large), then logs and counts it.
+func (w *Writer) deadLetter(ctx context.Context, m *kafka.Message, p *Poison, end binlog.Position) error {
+	d := DeadLetter(m, p, w.cfg.DeadLetterTopic, w.cfg.BatchBytes)
+	err := w.kw.WriteMessages(ctx, d)
+	if err != nil && len(d.Value) > 0 && errors.Is(first(err), kafka.MessageSizeTooLarge) {
+		d = withoutValue(d, len(d.Value))
+		err = w.kw.WriteMessages(ctx, d)
+	}
+	id := header(m, router.HeaderEventID)
+	if err != nil {
+		return &WriteError{EventID: id, Topic: d.Topic, Pos: end, Err: fmt.Errorf("dead letter (%s): %w", p.Reason, first(err))}
+	}
+	w.dead.Add(1)
+	if ok, suppressed := w.warn.allow(time.Now()); ok {
+		w.log.Warn("poison record sent to the dead-letter topic", zap.String("event_id", id), zap.String("reason", string(p.Reason)),
+			zap.String("error", p.Err.Error()), zap.String("topic", p.Topic), zap.String("dead_letter_topic", d.Topic),
+			zap.String("binlog_pos", header(m, router.HeaderBinlogPos)), zap.String("binlog_txn_end", end.String()),
+			zap.Int("suppressed", suppressed), zap.Uint64("dead_lettered", w.dead.Load()))
+	}
+	return nil
+}
+
 func (w *Writer) flush(ctx context.Context, pending *[]binlog.Position) error {
 	return w.flushUpTo(ctx, pending, len(*pending))
 }
 
 // flushUpTo writes the current round and acknowledges the first n pending
-// transactions, keeping the rest pending.
+// transactions, keeping the rest pending. When the broker rejected some
+// partitions' batches with MESSAGE_TOO_LARGE only, their records are sent
+// again one at a time, in order, to find the culprits (see resend).
 func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n int) error {
 	if len(w.msgs) > 0 {
 		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
-			return w.writeError(err, *pending)
+			failed, ok := brokerTooLarge(err, len(w.msgs))
+			if !ok {
+				return w.writeError(err, *pending)
+			}
+			if err := w.resend(ctx, *pending, failed); err != nil {
+				return err
+			}
 		}
 	}
 	if n > 0 {
-		select {
-		case w.acks <- (*pending)[n-1]:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := w.ack(ctx, (*pending)[n-1]); err != nil {
+			return err
 		}
 	}
 	*pending = append((*pending)[:0], (*pending)[n:]...)
@@ -174,23 +272,111 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 	return nil
 }
 
-func (w *Writer) writeError(err error, pending []binlog.Position) error {
-	first := 0
+func (w *Writer) ack(ctx context.Context, p binlog.Position) error {
+	select {
+	case w.acks <- p:
+		w.acked = p
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// brokerTooLarge returns the indexes of the failed records of a round when
+// every failure is MESSAGE_TOO_LARGE (whole partition batches rejected).
+func brokerTooLarge(err error, n int) ([]int, bool) {
+	var werrs kafka.WriteErrors
+	if !errors.As(err, &werrs) || len(werrs) != n {
+		return nil, false
+	}
+	var failed []int
+	for i, e := range werrs {
+		if e == nil {
+			continue
+		}
+		if !errors.Is(e, kafka.MessageSizeTooLarge) {
+			return nil, false
+		}
+		failed = append(failed, i)
+	}
+	return failed, len(failed) > 0
+}
+
+// resend sends the failed records of a round (indexes into w.msgs, in
+// order) one at a time. A record the broker rejects alone is poison
+// (ReasonBrokerTooLarge): under the fail policy the transactions before its
+// own are acknowledged and a *PoisonError returned, nothing after it being
+// sent; under the dead-letter policy its dead letter is written in its
+// place and the resend goes on. Any other failure stops with a *WriteError
+// (the pipeline restarts). Per partition, no record is sent after an
+// earlier one that was neither written nor dead-lettered.
+func (w *Writer) resend(ctx context.Context, pending []binlog.Position, failed []int) error {
+	w.log.Warn("the broker rejected a batch as too large; sending its records one at a time to find the culprit",
+		zap.Int("records", len(failed)))
+	for _, i := range failed {
+		m := &w.msgs[i]
+		err := w.kw.WriteMessages(ctx, *m)
+		if err == nil {
+			continue
+		}
+		cause := first(err)
+		if !errors.Is(cause, kafka.MessageSizeTooLarge) {
+			return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: pending[w.owner[i]], Err: cause}
+		}
+		p := &Poison{Reason: ReasonBrokerTooLarge, Topic: m.Topic,
+			Err: fmt.Errorf("%w: topic %s rejected the record alone (%d bytes by estimate): %v: raise the topic's max.message.bytes / the broker's message.max.bytes",
+				ErrRecordTooLarge, m.Topic, estimate(m), cause)}
+		end := pending[w.owner[i]]
+		if w.cfg.OnPoison != PolicyDeadLetter {
+			if k := w.owner[i]; k > 0 {
+				if err := w.ack(ctx, pending[k-1]); err != nil {
+					return err
+				}
+			}
+			return w.poisonError(m, p, end)
+		}
+		if err := w.deadLetter(ctx, m, p, end); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// first returns the first failure of a kafka.WriteErrors, or err.
+func first(err error) error {
 	var werrs kafka.WriteErrors
 	if errors.As(err, &werrs) {
-		for i, e := range werrs {
+		for _, e := range werrs {
 			if e != nil {
-				first, err = i, e
-				break
+				return e
 			}
 		}
 	}
+	return err
+}
+
+func (w *Writer) writeError(err error, pending []binlog.Position) error {
+	// The first failure, preferring one that is not MESSAGE_TOO_LARGE
+	// (with other failures in the round, a restart comes first).
+	at := -1
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) {
+		for i, e := range werrs {
+			if e != nil && (at < 0 || errors.Is(werrs[at], kafka.MessageSizeTooLarge) && !errors.Is(e, kafka.MessageSizeTooLarge)) {
+				at = i
+			}
+		}
+		if at >= 0 {
+			err = werrs[at]
+		}
+	}
+	at = max(at, 0)
 	var tooLarge kafka.MessageTooLargeError
 	if errors.As(err, &tooLarge) || errors.Is(err, kafka.MessageSizeTooLarge) {
 		err = fmt.Errorf("%w: %v: raise the broker's message.max.bytes / the topic's max.message.bytes, or kafka.batch-bytes", ErrRecordTooLarge, err)
 	}
-	m := &w.msgs[first]
-	return &WriteError{EventID: header(m, "event_id"), Topic: m.Topic, Pos: pending[w.owner[first]], Err: err}
+	m := &w.msgs[at]
+	return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: pending[w.owner[at]], Err: err}
 }
 
 func header(m *kafka.Message, key string) string {
@@ -229,9 +415,11 @@ func compression(name string) (compress.Codec, error) {
 	return nil, fmt.Errorf("%q: want none, gzip, snappy, lz4 or zstd", name)
 }
 
-// IsFatal reports whether err is a write error that a restart cannot fix.
+// IsFatal reports whether err is a write error that a restart cannot fix:
+// a poison record under the fail policy (ErrPoison), a record too large
+// (ErrRecordTooLarge), or a broker refusal that does not go away.
 func IsFatal(err error) bool {
-	if errors.Is(err, ErrRecordTooLarge) {
+	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) {
 		return true
 	}
 	var ke kafka.Error

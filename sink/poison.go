@@ -1,0 +1,136 @@
+package sink
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/segmentio/kafka-go"
+)
+
+// Reason is the machine code of a poison record, the dlq_reason header.
+type Reason string
+
+// Poison reasons.
+const (
+	// ReasonInvalidJSON: the payload is not valid JSON.
+	ReasonInvalidJSON Reason = "invalid_json"
+	// ReasonTooLarge: the record is larger than kafka.batch-bytes.
+	ReasonTooLarge Reason = "too_large"
+	// ReasonBrokerTooLarge: the broker rejected the record alone with
+	// MESSAGE_TOO_LARGE (message.max.bytes / the topic's max.message.bytes).
+	ReasonBrokerTooLarge Reason = "broker_too_large"
+	// ReasonInvalidTopic: the event_type gives an invalid topic name.
+	ReasonInvalidTopic Reason = "invalid_topic"
+)
+
+// Headers added to dead-letter records, on top of all the normal headers
+// (router.Header*, including the source position headers binlog_pos,
+// binlog_txn_end and gtid).
+const (
+	HeaderDLQReason = "dlq_reason" // a Reason
+	HeaderDLQError  = "dlq_error"  // human-readable cause
+	HeaderDLQTopic  = "dlq_topic"  // the topic the record was meant for
+	// HeaderDLQPayloadBytes is the payload's size in bytes (decimal), set
+	// when the value was left out because the record was too large; the
+	// payload stays in the outbox row.
+	HeaderDLQPayloadBytes = "dlq_payload_bytes"
+	// HeaderRepublishedFrom marks a record re-published by
+	// "cdc-outbox dead-letter republish"; its value is "dead-letter".
+	HeaderRepublishedFrom = "republished_from"
+)
+
+// Poison describes why a record can never be published as it is.
+type Poison struct {
+	Reason Reason
+	Err    error  // the cause, matching ErrInvalidJSON, ErrRecordTooLarge or router.ErrTopic
+	Topic  string // the topic the record was meant for (the invalid name for ReasonInvalidTopic)
+}
+
+// Check classifies a routed record: m and routeErr are what Router.Route
+// returned, maxBytes is kafka.batch-bytes. It returns the poison found
+// (checked in this order: invalid topic, larger than maxBytes by the
+// sink's size estimate, payload not valid JSON), or nil when the record
+// can be sent. A route error other than router.ErrTopic is returned as is.
+// A broker's MESSAGE_TOO_LARGE (ReasonBrokerTooLarge) is only found by
+// sending.
+func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
+	if routeErr != nil {
+		if !errors.Is(routeErr, router.ErrTopic) {
+			return nil, routeErr
+		}
+		return &Poison{Reason: ReasonInvalidTopic, Err: routeErr, Topic: m.Topic}, nil
+	}
+	if size := estimate(m); size > maxBytes {
+		return &Poison{Reason: ReasonTooLarge, Topic: m.Topic,
+			Err: fmt.Errorf("%w: %d bytes > kafka.batch-bytes %d", ErrRecordTooLarge, size, maxBytes)}, nil
+	}
+	if !json.Valid(m.Value) {
+		return &Poison{Reason: ReasonInvalidJSON, Topic: m.Topic,
+			Err: fmt.Errorf("%w (%d bytes)", ErrInvalidJSON, len(m.Value))}, nil
+	}
+	return nil, nil
+}
+
+// DeadLetter returns the dead-letter record for m, poisoned by p, for topic:
+// the same key (conversation_id, so that a conversation's dead letters
+// stay ordered in one partition), all of m's headers plus dlq_reason,
+// dlq_error and dlq_topic. The value is m's, except for too-large records
+// and whenever the dead-letter record would exceed maxBytes: then it is
+// empty and dlq_payload_bytes gives the payload's size.
+func DeadLetter(m *kafka.Message, p *Poison, topic string, maxBytes int64) kafka.Message {
+	h := make([]kafka.Header, 0, len(m.Headers)+4)
+	h = append(h, m.Headers...)
+	h = append(h,
+		kafka.Header{Key: HeaderDLQReason, Value: []byte(p.Reason)},
+		kafka.Header{Key: HeaderDLQError, Value: []byte(p.Err.Error())},
+		kafka.Header{Key: HeaderDLQTopic, Value: []byte(p.Topic)},
+	)
+	out := kafka.Message{Topic: topic, Key: m.Key, Value: m.Value, Headers: h}
+	if p.Reason == ReasonTooLarge || p.Reason == ReasonBrokerTooLarge || estimate(&out) > maxBytes {
+		out = withoutValue(out, len(m.Value))
+	}
+	return out
+}
+
+// withoutValue drops m's value and records its size in dlq_payload_bytes.
+func withoutValue(m kafka.Message, size int) kafka.Message {
+	m.Value = nil
+	m.Headers = append(m.Headers[:len(m.Headers):len(m.Headers)],
+		kafka.Header{Key: HeaderDLQPayloadBytes, Value: strconv.AppendInt(nil, int64(size), 10)})
+	return m
+}
+
+// limiter lets through at most burst events per period and counts the
+// rest, so that a flood of poison records does not flood the log.
+type limiter struct {
+	period time.Duration
+	burst  int
+
+	mu         sync.Mutex
+	start      time.Time
+	n          int
+	suppressed int
+}
+
+// allow reports whether an event may be logged now and how many were
+// suppressed since the last one allowed.
+func (l *limiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.start) >= l.period {
+		l.start, l.n = now, 0
+	}
+	if l.n >= l.burst {
+		l.suppressed++
+		return false, 0
+	}
+	l.n++
+	s := l.suppressed
+	l.suppressed = 0
+	return true, s
+}

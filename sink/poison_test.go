@@ -1,0 +1,475 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+const dlq = "dlq.test"
+
+// fakeKafka stands in for kafka-go's Writer: a partition is topic+key; a
+// partition batch whose values sum to more than limit bytes is rejected
+// with MESSAGE_TOO_LARGE (the whole batch, as kafka-go reports it); fail
+// injects an error for a record by event id.
+type fakeKafka struct {
+	limit   int
+	fail    map[string]error
+	written []kafka.Message
+	calls   int
+}
+
+func (f *fakeKafka) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
+	f.calls++
+	sums := map[string]int{}
+	for _, m := range msgs {
+		sums[m.Topic+"/"+string(m.Key)] += len(m.Value)
+	}
+	werr := make(kafka.WriteErrors, len(msgs))
+	bad := map[string]error{}
+	for _, m := range msgs {
+		p := m.Topic + "/" + string(m.Key)
+		if f.limit > 0 && sums[p] > f.limit {
+			bad[p] = kafka.MessageSizeTooLarge
+		}
+		if err := f.fail[header(&m, router.HeaderEventID)]; err != nil {
+			bad[p] = err
+		}
+	}
+	for i, m := range msgs {
+		if werr[i] = bad[m.Topic+"/"+string(m.Key)]; werr[i] == nil {
+			f.written = append(f.written, m)
+		}
+	}
+	if len(bad) > 0 {
+		return werr
+	}
+	return nil
+}
+
+func (f *fakeKafka) Close() error { return nil }
+
+// ev is an event of conversation conv with a payload; id is its event id.
+func ev(id uint64, conv int64, payload string) binlog.Event {
+	return binlog.Event{ID: id, EventType: "message.created", ConversationID: conv, SeqNo: int64(id), Payload: []byte(payload),
+		Pos: binlog.Position{File: "bin.000001", Pos: uint32(id * 100)}}
+}
+
+func txn(end uint32, events ...binlog.Event) binlog.Txn {
+	return binlog.Txn{Events: events, End: binlog.Position{File: "bin.000001", Pos: end, GTID: "0-1-" + strconv.Itoa(int(end))}}
+}
+
+func testConfig(policy string) Config {
+	c := DefaultConfig()
+	c.BatchBytes = 4096
+	c.OnPoison, c.DeadLetterTopic = policy, dlq
+	return c
+}
+
+// run writes txns (all queued before the Writer starts, so that they share
+// rounds) and returns Run's error, the acknowledged positions and the Writer.
+func run(t *testing.T, cfg Config, fk *fakeKafka, txns ...binlog.Txn) (error, []binlog.Position, *Writer) {
+	t.Helper()
+	w := newWriter(cfg, router.New(router.Config{Topic: "im.{event_type}"}), fk, zap.NewNop())
+	in := make(chan binlog.Txn, len(txns))
+	for _, x := range txns {
+		in <- x
+	}
+	close(in)
+	var acks []binlog.Position
+	done := make(chan struct{})
+	go func() {
+		for p := range w.Acks() {
+			acks = append(acks, p)
+		}
+		close(done)
+	}()
+	err := w.Run(context.Background(), in)
+	<-done
+	return err, acks, w
+}
+
+// ids returns the event ids of the records written to topic, in order.
+func ids(fk *fakeKafka, topic string) string {
+	var out []string
+	for _, m := range fk.written {
+		if m.Topic == topic {
+			out = append(out, header(&m, router.HeaderEventID))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func headers(m *kafka.Message) map[string]string {
+	h := map[string]string{}
+	for _, x := range m.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	return h
+}
+
+func TestCheck(t *testing.T) {
+	r := router.New(router.Config{Topic: "im.{event_type}"})
+	big := `"` + strings.Repeat("x", 5000) + `"`
+	cases := []struct {
+		name      string
+		eventType string
+		payload   string
+		want      Reason // "": publishable
+		is        error
+	}{
+		{"valid", "message.created", `{"a":1}`, "", nil},
+		{"valid scalar", "message.created", `"s"`, "", nil},
+		{"invalid json", "message.created", `{"a":`, ReasonInvalidJSON, ErrInvalidJSON},
+		{"empty payload", "message.created", ``, ReasonInvalidJSON, ErrInvalidJSON},
+		{"not utf-8 text", "message.created", "\xff", ReasonInvalidJSON, ErrInvalidJSON},
+		{"too large", "message.created", big, ReasonTooLarge, ErrRecordTooLarge},
+		{"too large beats invalid json", "message.created", big[1:], ReasonTooLarge, ErrRecordTooLarge},
+		{"invalid topic", "bad type", `{}`, ReasonInvalidTopic, router.ErrTopic},
+		{"invalid topic beats the rest", "bad/type", big[1:], ReasonInvalidTopic, router.ErrTopic},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := binlog.Event{ID: 1, EventType: c.eventType, ConversationID: 9, Payload: []byte(c.payload)}
+			m, err := r.Route(&e, binlog.Position{})
+			p, err := Check(&m, err, 4096)
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if c.want == "" {
+				if p != nil {
+					t.Fatalf("Check = %+v, want publishable", p)
+				}
+				return
+			}
+			if p == nil || p.Reason != c.want || !errors.Is(p.Err, c.is) {
+				t.Fatalf("Check = %+v, want %s (%v)", p, c.want, c.is)
+			}
+			if want := "im." + c.eventType; p.Topic != want {
+				t.Errorf("intended topic %q, want %q", p.Topic, want)
+			}
+		})
+	}
+	other := errors.New("boom")
+	if p, err := Check(&kafka.Message{}, other, 4096); p != nil || err != other {
+		t.Errorf("other route error: %v, %v", p, err)
+	}
+}
+
+func TestDeadLetterRecord(t *testing.T) {
+	r := router.New(router.Config{Topic: "im.events"})
+	e := binlog.Event{ID: 42, EventType: "message.created", ConversationID: 1001, SeqNo: 3, Payload: []byte(`{"a":`),
+		Pos: binlog.Position{File: "bin.000002", Pos: 777, GTID: "0-1-5"}}
+	m, _ := r.Route(&e, binlog.Position{File: "bin.000002", Pos: 900})
+	p, _ := Check(&m, nil, 4096)
+	d := DeadLetter(&m, p, dlq, 4096)
+	h := headers(&d)
+	if d.Topic != dlq || string(d.Key) != "1001" || string(d.Value) != `{"a":` {
+		t.Fatalf("dead letter %s key %q value %q", d.Topic, d.Key, d.Value)
+	}
+	for k, v := range map[string]string{
+		router.HeaderEventID: "42", router.HeaderSeqNo: "3", router.HeaderEventType: "message.created",
+		router.HeaderBinlogPos: "bin.000002:777", router.HeaderTxnEnd: "bin.000002:900", router.HeaderGTID: "0-1-5",
+		HeaderDLQReason: "invalid_json", HeaderDLQTopic: "im.events",
+	} {
+		if h[k] != v {
+			t.Errorf("header %s = %q, want %q", k, h[k], v)
+		}
+	}
+	if !strings.Contains(h[HeaderDLQError], "not valid JSON") {
+		t.Errorf("dlq_error %q", h[HeaderDLQError])
+	}
+	if _, ok := h[HeaderDLQPayloadBytes]; ok {
+		t.Error("dlq_payload_bytes set although the value is kept")
+	}
+	if len(m.Headers) != 10 {
+		t.Errorf("DeadLetter changed the original's headers: %d", len(m.Headers))
+	}
+
+	// Too large: no value, its size in a header.
+	e.Payload = []byte(`"` + strings.Repeat("x", 5000) + `"`)
+	m, _ = r.Route(&e, binlog.Position{})
+	p, _ = Check(&m, nil, 4096)
+	d = DeadLetter(&m, p, dlq, 4096)
+	if h := headers(&d); len(d.Value) != 0 || h[HeaderDLQPayloadBytes] != "5002" || h[HeaderDLQReason] != "too_large" {
+		t.Fatalf("too large: value %d bytes, headers %v", len(d.Value), h)
+	}
+	// Invalid JSON that fits, but not with the dead-letter headers: no value.
+	e.Payload = []byte(strings.Repeat("x", 3700))
+	m, _ = r.Route(&e, binlog.Position{})
+	p, _ = Check(&m, nil, 4096)
+	if p == nil || p.Reason != ReasonInvalidJSON {
+		t.Fatalf("want invalid_json, got %+v", p)
+	}
+	d = DeadLetter(&m, p, dlq, 4096)
+	if h := headers(&d); len(d.Value) != 0 || h[HeaderDLQPayloadBytes] != "3700" || estimate(&d) > 4096 {
+		t.Fatalf("oversize dead letter: value %d bytes, headers %v", len(d.Value), h)
+	}
+}
+
+// Fail policy: the complete transactions before the poison one are written
+// and acknowledged, even from the same round; nothing of the poison
+// transaction or after it is written.
+func TestFailPolicyAcksTransactionsBefore(t *testing.T) {
+	big := `"` + strings.Repeat("x", 5000) + `"`
+	for _, c := range []struct {
+		name    string
+		poison  binlog.Event
+		reason  Reason
+		errLike error
+	}{
+		{"invalid json", ev(5, 1, `{"a":`), ReasonInvalidJSON, ErrInvalidJSON},
+		{"too large", ev(5, 1, big), ReasonTooLarge, ErrRecordTooLarge},
+		{"invalid topic", func() binlog.Event { e := ev(5, 1, `{}`); e.EventType = "a b"; return e }(), ReasonInvalidTopic, router.ErrTopic},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk := &fakeKafka{}
+			t1, t2 := txn(1000, ev(1, 1, `{}`), ev(2, 2, `{}`)), txn(2000, ev(3, 1, `{}`))
+			t3, t4 := txn(3000, ev(4, 2, `{}`), c.poison, ev(6, 3, `{}`)), txn(4000, ev(7, 1, `{}`))
+			err, acks, w := run(t, testConfig(PolicyFail), fk, t1, t2, t3, t4)
+			var pe *PoisonError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Run = %v, want a *PoisonError", err)
+			}
+			if pe.EventID != "5" || pe.Reason != c.reason || pe.Pos != t3.End || pe.Resume != t2.End || pe.Row != "bin.000001:500" {
+				t.Errorf("PoisonError %+v", pe)
+			}
+			if !errors.Is(err, ErrPoison) || !errors.Is(err, c.errLike) || !IsFatal(err) {
+				t.Errorf("%v: not ErrPoison / %v / fatal", err, c.errLike)
+			}
+			for _, want := range []string{"event 5", string(c.reason), "bin.000001:3000", "bin.000001:2000", "on-poison: dead-letter"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q does not name %q", err, want)
+				}
+			}
+			if len(acks) == 0 || acks[len(acks)-1] != t2.End {
+				t.Errorf("acks %v, want the last to be %v", acks, t2.End)
+			}
+			if got := ids(fk, "im.message.created"); got != "1,2,3" {
+				t.Errorf("written %s, want 1,2,3", got)
+			}
+			if w.DeadLettered() != 0 {
+				t.Error("dead letters under the fail policy")
+			}
+		})
+	}
+}
+
+// A poison record in the very first transaction: nothing acknowledged.
+func TestFailPolicyFirstTransaction(t *testing.T) {
+	fk := &fakeKafka{}
+	err, acks, _ := run(t, testConfig(PolicyFail), fk, txn(1000, ev(1, 1, `{}`), ev(2, 1, `nope`)), txn(2000, ev(3, 1, `{}`)))
+	var pe *PoisonError
+	if !errors.As(err, &pe) || !pe.Resume.IsZero() || !strings.Contains(err.Error(), "position this run started from") {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(acks) != 0 || len(fk.written) != 0 {
+		t.Fatalf("acks %v, written %d", acks, len(fk.written))
+	}
+}
+
+// Dead-letter policy: each poison record becomes a dead letter in its place,
+// the rest goes on in order, everything is acknowledged.
+func TestDeadLetterPolicy(t *testing.T) {
+	big := `"` + strings.Repeat("x", 5000) + `"`
+	badTopic := ev(5, 2, `{}`)
+	badTopic.EventType = "a b"
+	fk := &fakeKafka{}
+	t1 := txn(1000, ev(1, 1, `{}`))
+	t2 := txn(2000, ev(2, 1, `{}`), ev(3, 1, `{"a":`), ev(4, 2, big), badTopic, ev(6, 1, `{}`))
+	t3 := txn(3000, ev(7, 2, `{}`))
+	err, acks, w := run(t, testConfig(PolicyDeadLetter), fk, t1, t2, t3)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(acks) == 0 || acks[len(acks)-1] != t3.End {
+		t.Fatalf("acks %v", acks)
+	}
+	var order []string
+	for _, m := range fk.written {
+		order = append(order, m.Topic+":"+header(&m, router.HeaderEventID))
+	}
+	want := "im.message.created:1,im.message.created:2,dlq.test:3,dlq.test:4,dlq.test:5,im.message.created:6,im.message.created:7"
+	if got := strings.Join(order, ","); got != want {
+		t.Fatalf("written\n %s\nwant\n %s", got, want)
+	}
+	if w.DeadLettered() != 3 {
+		t.Errorf("DeadLettered = %d, want 3", w.DeadLettered())
+	}
+	reasons := map[string]string{"3": "invalid_json", "4": "too_large", "5": "invalid_topic"}
+	topics := map[string]string{"3": "im.message.created", "4": "im.message.created", "5": "im.a b"}
+	for _, m := range fk.written {
+		if m.Topic != dlq {
+			continue
+		}
+		h := headers(&m)
+		id := h[router.HeaderEventID]
+		if h[HeaderDLQReason] != reasons[id] || h[HeaderDLQTopic] != topics[id] || h[HeaderDLQError] == "" || h[router.HeaderTxnEnd] != "bin.000001:2000" {
+			t.Errorf("dead letter %s headers %v", id, h)
+		}
+		if id == "4" && (len(m.Value) != 0 || h[HeaderDLQPayloadBytes] != "5002") {
+			t.Errorf("too large dead letter: value %d, headers %v", len(m.Value), h)
+		}
+		if id == "3" && string(m.Value) != `{"a":` {
+			t.Errorf("invalid json dead letter value %q", m.Value)
+		}
+	}
+}
+
+// The broker rejects a partition batch as too large: its records are sent
+// one at a time in order; a record rejected alone is dead-lettered in its
+// place; records only rejected as part of a batch are written.
+func TestBrokerTooLargeDeadLetter(t *testing.T) {
+	fk := &fakeKafka{limit: 1000}
+	pl := func(n int) string { return `"` + strings.Repeat("y", n-2) + `"` }
+	t1 := txn(1000, ev(1, 1, pl(300)), ev(2, 2, pl(300)))
+	t2 := txn(2000, ev(3, 1, pl(1200)), ev(4, 2, pl(300)))
+	t3 := txn(3000, ev(5, 1, pl(300)), ev(6, 2, pl(300)), ev(7, 2, pl(300)), ev(8, 3, pl(10)))
+	cfg := testConfig(PolicyDeadLetter)
+	cfg.BatchBytes = 100000
+	err, acks, w := run(t, cfg, fk, t1, t2, t3)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(acks) == 0 || acks[len(acks)-1] != t3.End {
+		t.Fatalf("acks %v", acks)
+	}
+	// Per partition (key), the order of what was written.
+	per := map[string][]string{}
+	for _, m := range fk.written {
+		per[m.Topic+"/"+string(m.Key)] = append(per[m.Topic+"/"+string(m.Key)], header(&m, router.HeaderEventID))
+	}
+	for p, want := range map[string]string{"im.message.created/1": "1,5", "im.message.created/2": "2,4,6,7",
+		"im.message.created/3": "8", dlq + "/1": "3"} {
+		if got := strings.Join(per[p], ","); got != want {
+			t.Errorf("partition %s: %s, want %s", p, got, want)
+		}
+	}
+	if w.DeadLettered() != 1 {
+		t.Errorf("DeadLettered = %d", w.DeadLettered())
+	}
+	for _, m := range fk.written {
+		if h := headers(&m); m.Topic == dlq && (h[HeaderDLQReason] != "broker_too_large" || len(m.Value) != 0 || h[HeaderDLQPayloadBytes] != "1200") {
+			t.Errorf("dead letter %v value %d", h, len(m.Value))
+		}
+	}
+}
+
+// Under the fail policy the broker-side culprit stops the resend: the
+// transactions before its own are acknowledged, nothing after it in the
+// round's order is sent again (partitions whose batch the broker accepted
+// are written, as in any failed round).
+func TestBrokerTooLargeFail(t *testing.T) {
+	fk := &fakeKafka{limit: 1000}
+	pl := func(n int) string { return `"` + strings.Repeat("y", n-2) + `"` }
+	t1 := txn(1000, ev(1, 1, pl(300)), ev(2, 2, pl(300)))
+	t2 := txn(2000, ev(3, 1, pl(1200)), ev(4, 2, pl(300)))
+	t3 := txn(3000, ev(5, 1, pl(300)), ev(6, 2, pl(300)))
+	cfg := testConfig(PolicyFail)
+	cfg.BatchBytes = 100000
+	err, acks, _ := run(t, cfg, fk, t1, t2, t3)
+	var pe *PoisonError
+	if !errors.As(err, &pe) || pe.EventID != "3" || pe.Reason != ReasonBrokerTooLarge || pe.Pos != t2.End || !IsFatal(err) {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(acks) != 1 || acks[0] != t1.End {
+		t.Fatalf("acks %v, want [%v]", acks, t1.End)
+	}
+	// Conversation 2's batch was accepted; of conversation 1's, only what
+	// precedes the culprit was sent again.
+	if got := ids(fk, "im.message.created"); got != "2,4,6,1" {
+		t.Fatalf("written %s, want 2,4,6,1", got)
+	}
+}
+
+// A retryable failure while resending stops the round with a retryable
+// *WriteError; nothing after it is sent.
+func TestBrokerTooLargeResendRetryable(t *testing.T) {
+	pl := func(n int) string { return `"` + strings.Repeat("y", n-2) + `"` }
+	fk := &fakeKafka{limit: 1000}
+	t1 := txn(1000, ev(1, 1, pl(600)), ev(2, 1, pl(600)), ev(3, 1, pl(10)))
+	cfg := testConfig(PolicyDeadLetter)
+	cfg.BatchBytes = 100000
+	w := newWriter(cfg, router.New(router.Config{Topic: "im.{event_type}"}), fk, zap.NewNop())
+	// Fail event 2's resend with a transient error: the first round fails
+	// as too large (1200 > 1000), then 1 is written and 2 fails.
+	fk2 := &failAfter{fakeKafka: fk, after: 2, id: "2", err: kafka.NotEnoughReplicas}
+	w.kw = fk2
+	in := make(chan binlog.Txn, 1)
+	in <- t1
+	close(in)
+	go func() {
+		for range w.Acks() {
+		}
+	}()
+	err := w.Run(context.Background(), in)
+	var we *WriteError
+	if !errors.As(err, &we) || we.EventID != "2" || IsFatal(err) {
+		t.Fatalf("Run = %v, want a retryable WriteError for event 2", err)
+	}
+	if got := ids(fk, "im.message.created"); got != "1" {
+		t.Fatalf("written %s, want 1", got)
+	}
+}
+
+// failAfter fails the record with event id id, from the after-th call on.
+type failAfter struct {
+	*fakeKafka
+	after int
+	id    string
+	err   error
+}
+
+func (f *failAfter) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if f.calls+1 >= f.after && len(msgs) == 1 && header(&msgs[0], router.HeaderEventID) == f.id {
+		f.calls++
+		return kafka.WriteErrors{f.err}
+	}
+	return f.fakeKafka.WriteMessages(ctx, msgs...)
+}
+
+// A dead-letter write that fails stops with a retryable error naming the
+// dead-letter topic; the dead-letter topic rejecting the value as too large
+// gets the record without its value.
+func TestDeadLetterWriteFailure(t *testing.T) {
+	fk := &fakeKafka{fail: map[string]error{"2": kafka.UnknownTopicOrPartition}}
+	err, acks, _ := run(t, testConfig(PolicyDeadLetter), fk, txn(1000, ev(1, 1, `{}`)), txn(2000, ev(2, 1, `x`)))
+	var we *WriteError
+	if !errors.As(err, &we) || we.Topic != dlq || IsFatal(err) || !strings.Contains(err.Error(), "dead letter (invalid_json)") {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(acks) != 1 || acks[0].Pos != 1000 {
+		t.Fatalf("acks %v", acks)
+	}
+
+	fk = &fakeKafka{limit: 5}
+	cfg := testConfig(PolicyDeadLetter)
+	err, _, w := run(t, cfg, fk, txn(1000, ev(1, 1, `not json at all`)))
+	if err != nil || w.DeadLettered() != 1 || len(fk.written) != 1 || len(fk.written[0].Value) != 0 {
+		t.Fatalf("Run = %v, written %+v", err, fk.written)
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	l := &limiter{period: time.Second, burst: 2}
+	now := time.Unix(100, 0)
+	var got []string
+	for i := 0; i < 5; i++ {
+		ok, s := l.allow(now.Add(time.Duration(i) * 100 * time.Millisecond))
+		got = append(got, fmt.Sprint(ok, s))
+	}
+	ok, s := l.allow(now.Add(1500 * time.Millisecond))
+	got = append(got, fmt.Sprint(ok, s))
+	if want := "true 0,true 0,false 0,false 0,false 0,true 3"; strings.Join(got, ",") != want {
+		t.Fatalf("got %s, want %s", strings.Join(got, ","), want)
+	}
+}
