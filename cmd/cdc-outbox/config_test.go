@@ -211,6 +211,8 @@ func TestLoadConfigEnvOverrides(t *testing.T) {
 	t.Setenv("CDC_OUTBOX_CHECKPOINT_DB", "9")
 	t.Setenv("CDC_OUTBOX_LOG_LEVEL", "warn")
 	t.Setenv("CDC_OUTBOX_SHUTDOWN_TIMEOUT", "5s")
+	t.Setenv("CDC_OUTBOX_KAFKA_ON_POISON", "dead-letter")
+	t.Setenv("CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC", "im.dlq")
 	cfg, err := loadConfig(p)
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +232,8 @@ func TestLoadConfigEnvOverrides(t *testing.T) {
 		{"checkpoint.db", cfg.Checkpoint.DB, 9},
 		{"log.level", cfg.Log.Level, "warn"},
 		{"shutdown-timeout", cfg.ShutdownTimeout, 5 * time.Second},
+		{"kafka.on-poison", cfg.Kafka.OnPoison, "dead-letter"},
+		{"kafka.dead-letter-topic", cfg.Kafka.DeadLetterTopic, "im.dlq"},
 		// Not overridden: the file's values stay.
 		{"source.user", cfg.Source.User, "cdc_outbox"},
 		{"kafka.batch-size", cfg.Kafka.BatchSize, 500},
@@ -311,6 +315,9 @@ func TestConfigValidateJoinsAllSections(t *testing.T) {
 			want: []string{"source.addr:", "source.server-id:", "kafka.max-attempts:"},
 		},
 		{name: "checkpoint only", mod: func(c *Config) { c.Checkpoint.Interval = time.Millisecond }, want: []string{"checkpoint.interval:"}},
+		{name: "dead-letter topic equals router.topic", mod: func(c *Config) { c.Kafka.DeadLetterTopic = c.Router.Topic },
+			want: []string{`kafka.dead-letter-topic: "im.events": must differ from router.topic`}},
+		{name: "bad poison policy", mod: func(c *Config) { c.Kafka.OnPoison = "ignore" }, want: []string{`kafka.on-poison: "ignore"`}},
 		{name: "log level must be lower case", mod: func(c *Config) { c.Log.Level = "INFO" }, want: []string{`log.level: "INFO"`}},
 	}
 	for _, c := range cases {
@@ -446,5 +453,24 @@ func TestExecuteInvalidConfig(t *testing.T) {
 				t.Errorf("stderr = %q, want it to contain %q", out, c.stderr)
 			}
 		})
+	}
+}
+
+// The poison policy keys are read from the kafka section.
+func TestLoadConfigPoisonPolicy(t *testing.T) {
+	clearEnv(t)
+	cfg, err := loadConfig(writeConfig(t, "kafka:\n  on-poison: dead-letter\n  dead-letter-topic: im.dead\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Kafka.OnPoison != "dead-letter" || cfg.Kafka.DeadLetterTopic != "im.dead" {
+		t.Fatalf("kafka section read as %+v", cfg.Kafka)
+	}
+	cfg, err = loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Kafka.OnPoison != "fail" || cfg.Kafka.DeadLetterTopic != "cdc-outbox.dead-letter" {
+		t.Fatalf("defaults %+v", cfg.Kafka)
 	}
 }

@@ -91,6 +91,12 @@ func supervise(ctx context.Context, cfg Config, explicitStart bool, log *zap.Log
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
 	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: explicitStart}
+	defer func() {
+		if p.deadLettered > 0 {
+			log.Warn("poison records were sent to the dead-letter topic; see docs/poison.md to republish them",
+				zap.Uint64("dead_lettered", p.deadLettered), zap.String("dead_letter_topic", cfg.Kafka.DeadLetterTopic))
+		}
+	}()
 	backoff := time.Second
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
@@ -122,7 +128,9 @@ func supervise(ctx context.Context, cfg Config, explicitStart bool, log *zap.Log
 
 // fatal decides, in one place, which errors stop the process instead of
 // restarting the pipeline: configuration, privileges, server settings,
-// unavailable positions, undecodable rows and unroutable or oversize records.
+// unavailable positions, undecodable rows and poison records under
+// kafka.on-poison: fail (sink.ErrPoison: invalid JSON, unroutable or
+// oversize records).
 func fatal(err error) bool {
 	return binlog.IsFatal(err) || sink.IsFatal(err) || errors.Is(err, router.ErrTopic) ||
 		errors.Is(err, checkpoint.ErrCorrupt)
@@ -137,6 +145,8 @@ type pipeline struct {
 	// explicitStart: the start option came from --start, the operator's
 	// choice for this run, rather than from the configuration file.
 	explicitStart bool
+	// deadLettered counts the records the sink dead-lettered, over restarts.
+	deadLettered uint64
 }
 
 // run connects, resolves the start position and runs the stages once.
@@ -230,6 +240,7 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 	g.Go(func() error { return committer.Run(drainCtx, writer.Acks()) })
 	err = g.Wait()
 	p.resume = committer.Acked()
+	p.deadLettered += writer.DeadLettered()
 	return err
 }
 
