@@ -36,6 +36,7 @@ func execute(args []string) int {
 	}
 	root.AddCommand(runCommand())
 	root.AddCommand(verifyCommand())
+	root.AddCommand(deadLetterCommand())
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ee exitError
