@@ -165,6 +165,7 @@ func republish(ctx context.Context, cfg Config, o republishOptions, log *zap.Log
 		byID[id] = r
 	}
 	var sel []deadLettered
+	var absent []uint64
 	if len(o.ids) == 0 {
 		for id, r := range byID {
 			sel = append(sel, deadLettered{id, r})
@@ -178,9 +179,7 @@ func republish(ctx context.Context, cfg Config, o republishOptions, log *zap.Log
 			seen[id] = true
 			r, ok := byID[id]
 			if !ok {
-				sum.Selected++
-				sum.Missing++
-				fmt.Fprintf(o.out, "event %d: MISSING: not in the dead-letter topic %s\n", id, topic)
+				absent = append(absent, id)
 				continue
 			}
 			sel = append(sel, deadLettered{id, r})
@@ -188,7 +187,12 @@ func republish(ctx context.Context, cfg Config, o republishOptions, log *zap.Log
 	}
 	// In event id order: a conversation's republished events keep their order.
 	sort.Slice(sel, func(i, j int) bool { return sel[i].id < sel[j].id })
-	fmt.Fprintf(o.out, "dead-letter topic %s: %d records, %d events; %d selected\n", topic, len(recs), len(byID), len(sel))
+	fmt.Fprintf(o.out, "dead-letter topic %s: %d records, %d events; %d selected\n", topic, len(recs), len(byID), len(sel)+len(absent))
+	for _, id := range absent {
+		sum.Selected++
+		sum.Missing++
+		fmt.Fprintf(o.out, "event %d: MISSING: not in the dead-letter topic %s\n", id, topic)
+	}
 	if len(sel) == 0 {
 		return sum, nil
 	}
