@@ -107,6 +107,8 @@ type env struct {
 	extra        string // appended to the YAML config
 	batchBytes   int
 	batchSize    int
+	sourceAddr   string   // overrides the MariaDB address the publisher uses
+	kafka        []string // overrides the brokers the publisher uses
 	positionMode string
 }
 
@@ -202,12 +204,20 @@ log:
   level: info
 shutdown-timeout: 10s
 retry-backoff-max: 2s
-`, mysqlAddr, mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(brokers, ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 10000), redisAddr, e.key)
+`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 10000), redisAddr, e.key)
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 	return path
+}
+
+// brokers returns the brokers the publisher uses.
+func (e *env) brokers() []string {
+	if len(e.kafka) > 0 {
+		return e.kafka
+	}
+	return brokers
 }
 
 // publisher is a running cdc-outbox process.
