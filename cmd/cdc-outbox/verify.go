@@ -192,4 +192,3 @@ func topicsOf(conn *client.Conn, cfg Config, table string, lo, hi uint64) ([]str
 	}
 	return out, nil
 }
-
