@@ -5,7 +5,7 @@ STACK    := scripts/dev-stack.sh
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build demo test unit integration vet stack-up stack-down stack-status clean
+.PHONY: all build demo test unit integration vet faults stack-up stack-down stack-status clean
 
 all: build
 
@@ -39,3 +39,10 @@ stack-status:
 
 clean:
 	rm -rf bin
+
+## faults: the full-size fault matrix (20+ SIGKILL trials, 5,000-row transactions, broker 10–60 s down, ...);
+## prints the table and writes it to fault-matrix.md. Stops and starts the local stack's services.
+faults:
+	$(STACK) up
+	eval "$$($(STACK) env)" && CDC_FAULTS=full CDC_FAULT_REPORT=$(CURDIR)/fault-matrix.md \
+		$(GO) test -tags integration -count=1 -timeout 120m -v -run 'TestFault' ./test/integration/

@@ -114,6 +114,9 @@ func (c *Config) Validate() error {
 	if c.ReadTimeout <= c.HeartbeatPeriod {
 		bad("read-timeout", "%s: must exceed heartbeat-period (%s)", c.ReadTimeout, c.HeartbeatPeriod)
 	}
+	if c.ServerIDWait < 0 {
+		bad("server-id-wait", "%s: want >= 0", c.ServerIDWait)
+	}
 	if c.TxnBuffer < 1 {
 		bad("txn-buffer", "%d: want at least 1", c.TxnBuffer)
 	}

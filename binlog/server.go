@@ -217,7 +217,12 @@ func (s *Server) checkServerID(ctx context.Context) error {
 			// Listing replicas needs REPLICATION SLAVE (MySQL) or REPLICATION
 			// MASTER ADMIN (MariaDB); the binlog dump will report a
 			// conflict anyway, so this check is best effort.
-			s.log.Warn("cannot list replicas to check server-id", zap.Error(err))
+			priv := "REPLICATION SLAVE"
+			if s.flavor == FlavorMariaDB {
+				priv = "REPLICATION MASTER ADMIN"
+			}
+			s.log.Warn("cannot list replicas, so a server-id conflict is not checked at start; GRANT "+priv+" ON *.* to the publisher's user to enable the check",
+				zap.Error(err))
 			return nil
 		}
 		host := ""

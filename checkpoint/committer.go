@@ -101,8 +101,9 @@ func (c *Committer) final() error {
 	if err := c.save(ctx); err != nil {
 		return err
 	}
-	p := c.Saved()
-	c.log.Info("checkpoint written", zap.String("file", p.File), zap.Uint32("pos", p.Pos), zap.String("gtid_set", p.GTIDSet))
+	if p := c.Saved(); !p.IsZero() {
+		c.log.Info("checkpoint written", zap.String("file", p.File), zap.Uint32("pos", p.Pos), zap.String("gtid_set", p.GTIDSet))
+	}
 	return nil
 }
 

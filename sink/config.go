@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/router"
@@ -73,8 +74,11 @@ func (c *Config) Validate() error {
 		bad("brokers", "required: at least one host:port")
 	}
 	for _, b := range c.Brokers {
-		if _, _, err := net.SplitHostPort(b); err != nil {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil || host == "" {
 			bad("brokers", "%q: want host:port", b)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			bad("brokers", "%q: bad port", b)
 		}
 	}
 	if c.BatchSize < 1 {

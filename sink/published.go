@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -18,29 +20,52 @@ const HeaderTxnEnd = "binlog_txn_end"
 // binlog_txn_end header of its newest record: evidence that a publisher
 // already wrote to the topic, and how far. A missing topic gives none.
 func Published(ctx context.Context, brokers []string, topic string) ([]string, error) {
-	conn, err := kafka.DialContext(ctx, "tcp", brokers[0])
-	if err != nil {
-		return nil, fmt.Errorf("sink: connect to %s: %w", brokers[0], err)
-	}
-	parts, err := conn.ReadPartitions(topic)
-	conn.Close()
+	parts, err := Partitions(ctx, brokers, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sink: partitions of %s: %w", topic, err)
+		return nil, err
 	}
 	var out []string
 	for _, p := range parts {
-		pos, err := newest(ctx, brokers[0], topic, p.ID)
+		pos, err := newest(ctx, brokers[0], topic, p)
 		if err != nil {
-			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p.ID, err)
+			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p, err)
 		}
 		if pos != "" {
 			out = append(out, pos)
 		}
 	}
 	return out, nil
+}
+
+// Partitions returns the partition ids of topic, in order, from a metadata
+// request that never creates the topic (unlike kafka-go's
+// Conn.ReadPartitions, whose old metadata version makes a broker with
+// auto.create.topics.enable create it). A missing topic gives an error
+// matching kafka.UnknownTopicOrPartition.
+func Partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("sink: metadata of %s from %v: %w", topic, brokers, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("sink: topic %s: %w", topic, t.Error)
+		}
+		ids := make([]int, len(t.Partitions))
+		for i, p := range t.Partitions {
+			ids[i] = p.ID
+		}
+		sort.Ints(ids)
+		return ids, nil
+	}
+	return nil, fmt.Errorf("sink: topic %s: %w", topic, kafka.UnknownTopicOrPartition)
 }
 
 func newest(ctx context.Context, broker, topic string, partition int) (string, error) {

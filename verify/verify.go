@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -52,18 +53,12 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 // Each is Poll without collecting: it calls fn for each record, in
 // partition, then offset, order, holding one fetch batch in memory.
 func (c *Consumer) Each(ctx context.Context, fn func(Record) error) error {
-	conn, err := kafka.DialContext(ctx, "tcp", c.brokers[0])
+	parts, err := sink.Partitions(ctx, c.brokers, c.topic)
 	if err != nil {
-		return err
+		return fmt.Errorf("verify: %w", err)
 	}
-	parts, err := conn.ReadPartitions(c.topic)
-	conn.Close()
-	if err != nil {
-		return fmt.Errorf("verify: partitions of %s: %w", c.topic, err)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
 	for _, p := range parts {
-		if err := c.readPartition(ctx, p.ID, fn); err != nil {
+		if err := c.readPartition(ctx, p, fn); err != nil {
 			return err
 		}
 	}

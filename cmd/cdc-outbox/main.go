@@ -5,10 +5,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -65,5 +67,16 @@ func newLogger(c LogConfig) (*zap.Logger, error) {
 	zc.Level = zap.NewAtomicLevelAt(lvl)
 	zc.Sampling = nil
 	zc.DisableStacktrace = true
-	return zc.Build()
+	log, err := zc.Build()
+	if err != nil {
+		return nil, err
+	}
+	// go-redis logs through a package-level logger; route it to zap so
+	// that JSON logs stay JSON.
+	redis.SetLogger(redisLogger{log.Named("redis").Sugar()})
+	return log, nil
 }
+
+type redisLogger struct{ log *zap.SugaredLogger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) { l.log.Warnf(format, v...) }

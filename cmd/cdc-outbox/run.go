@@ -85,9 +85,13 @@ exit 0.`,
 // position after retryable errors, until ctx is cancelled (nil) or a fatal
 // error occurs.
 func supervise(ctx context.Context, cfg Config, explicitStart bool, log *zap.Logger) error {
-	log.Info("starting", zap.String("version", version), zap.Any("source", cfg.Source.Redacted()),
-		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers),
-		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr))
+	src := cfg.Source.Redacted()
+	log.Info("starting", zap.String("version", version),
+		zap.String("source", src.Addr), zap.String("user", src.User), zap.Uint32("server_id", src.ServerID),
+		zap.String("table", src.Schema+"."+src.Table), zap.String("position_mode", src.PositionMode), zap.String("start", src.Start),
+		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
+		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr),
+		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval))
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
 	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: explicitStart}
@@ -176,6 +180,22 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			from, saved = cp.Position(), cp.Position()
 			if cp.Flavor != "" && cp.Flavor != srv.Flavor() {
 				return fmt.Errorf("%w: checkpoint %s was written for a %s server but the source is %s", binlog.ErrStart, p.store.Key(), cp.Flavor, srv.Flavor())
+			}
+			otherServer := (cp.ServerID != 0 && cp.ServerID != srv.ServerID()) ||
+				(cp.ServerUUID != "" && srv.ServerUUID() != "" && cp.ServerUUID != srv.ServerUUID())
+			if otherServer && cfg.Source.PositionMode == binlog.ModeFile {
+				return fmt.Errorf("%w: checkpoint %s (%s:%d) was written for the server with server_id %d uuid %q, but the source has server_id %d uuid %q: "+
+					"a binlog file:pos of another server is meaningless. After a failover, resume with position-mode: gtid; "+
+					"if source.addr is wrong, fix it; to start anew, delete the key (redis-cli DEL %s) and give --start",
+					binlog.ErrStart, p.store.Key(), cp.File, cp.Pos, cp.ServerID, cp.ServerUUID, srv.ServerID(), srv.ServerUUID(), p.store.Key())
+			}
+			if otherServer {
+				p.log.Warn("checkpoint was written for another server; resuming by GTID set (failover)",
+					zap.Uint32("checkpoint_server_id", cp.ServerID), zap.Uint32("source_server_id", srv.ServerID()), zap.String("gtid_set", cp.GTIDSet))
+			}
+			if p.explicitStart {
+				p.log.Warn("--start is ignored: a checkpoint exists; to start elsewhere, delete the key first (redis-cli DEL <key>)",
+					zap.String("key", p.store.Key()), zap.String("start", cfg.Source.Start))
 			}
 			p.log.Info("resuming from checkpoint", zap.String("key", p.store.Key()), zap.String("file", cp.File),
 				zap.Uint32("pos", cp.Pos), zap.String("gtid_set", cp.GTIDSet), zap.Time("updated_at", cp.UpdatedAt))
