@@ -19,6 +19,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/redis/go-redis/v9"
@@ -156,6 +157,18 @@ func newEnv(t *testing.T) *env {
 	defer cc.Close()
 	if err := cc.CreateTopics(kafka.TopicConfig{Topic: e.topic, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic: %v", err)
+	}
+	// Wait until the topic's metadata is visible, so that readers do not
+	// see it as unknown.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ids, err := sink.Partitions(context.Background(), brokers, e.topic)
+		if err == nil && len(ids) == partitions {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s not visible: %v", e.topic, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return e
 }
