@@ -120,6 +120,10 @@ type state struct {
 	inTxn   bool
 	events  []Event
 	columns map[uint64]*columnMap // by table id
+	// ddl is the position of the first statement naming the outbox table
+	// seen (ALTER, RENAME, ...): without column names in the table map,
+	// rows after it cannot be mapped with the columns read at start.
+	ddl string
 }
 
 // handle consumes one event and returns a transaction when one completes.
@@ -165,6 +169,9 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			st.begin()
 		case !st.inTxn:
 			// A statement outside BEGIN … COMMIT (DDL) is a transaction of its own.
+			if st.ddl == "" && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)) {
+				st.ddl = fmt.Sprintf("%s:%d", st.file, h.LogPos)
+			}
 			return st.commit(h), nil
 		}
 	case *replication.XIDEvent:
@@ -234,6 +241,10 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 	if !ok {
 		names := e.Table.ColumnNameString()
 		if len(names) == 0 {
+			if st.ddl != "" {
+				return fmt.Errorf("%w: a statement on %s.%s at %s (DDL?) may have changed its columns, and the binlog carries no column names (binlog_row_metadata=MINIMAL): "+
+					"set binlog_row_metadata=FULL on the server, then restart the publisher from this position", ErrDecode, e.Table.Schema, e.Table.Table, st.ddl)
+			}
 			names = st.r.columns
 		}
 		cm, err := newColumnMap(names)

@@ -580,3 +580,42 @@ func TestStateXA(t *testing.T) {
 		t.Fatalf("XA with outbox rows: want ErrDecode naming XA, got %v", err)
 	}
 }
+
+// Without column names in the table map (binlog_row_metadata=MINIMAL), rows
+// of the outbox table after a statement naming it are refused rather than
+// mapped with the columns read at start; with names they decode.
+func TestStateDDLWithoutColumnNames(t *testing.T) {
+	st := newState(t, mysql.MariaDBFlavor, "")
+	steps := []*replication.BinlogEvent{
+		mariaGTID(100, 1, replication.BINLOG_MARIADB_FL_STANDALONE),
+		query(200, "ALTER TABLE im_event_outbox MODIFY seq_no BIGINT NOT NULL FIRST"),
+		mariaGTID(300, 2, 0),
+		tableMapEv(350, noNamesTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv1, 400, noNamesTM, row(1)),
+	}
+	var err error
+	for _, e := range steps {
+		if _, err = st.handle(e, e.Header); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "binlog_row_metadata=FULL") {
+		t.Fatalf("want ErrDecode naming binlog_row_metadata=FULL, got %v", err)
+	}
+	st = newState(t, mysql.MariaDBFlavor, "")
+	steps[3], steps[4] = tableMapEv(350, outboxTM), rowsEv(replication.WRITE_ROWS_EVENTv1, 400, outboxTM, row(1))
+	steps = append(steps, xid(450))
+	var txn *Txn
+	for _, e := range steps {
+		got, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != nil {
+			txn = got
+		}
+	}
+	if txn == nil || len(txn.Events) != 1 {
+		t.Fatalf("with column names the row decodes: %+v", txn)
+	}
+}
