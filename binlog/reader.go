@@ -167,6 +167,13 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			// (XA COMMIT / XA ROLLBACK) comes later as an event group of
 			// its own.
 			st.begin()
+		case st.inTxn && isDML(q) && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)):
+			// Statement-based logging of a change to the outbox table
+			// (binlog_format STATEMENT or MIXED for that session): the rows
+			// are not in the binlog, so they cannot be published.
+			return nil, fmt.Errorf("%w: a statement on the outbox table was logged as a statement, not as rows, at %s:%d (binlog_format is not ROW for the session that wrote it): "+
+				"run SET GLOBAL binlog_format=ROW (and in the server's config), reconnect the application's sessions, then republish from before this position",
+				ErrServerConfig, st.file, h.LogPos)
 		case !st.inTxn:
 			// A statement outside BEGIN … COMMIT (DDL) is a transaction of its own.
 			if st.ddl == "" && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)) {
@@ -213,6 +220,17 @@ func (st *state) setGTID(e *replication.GTIDEvent) {
 	if next, err := e.GTIDNext(); err == nil {
 		st.gtid = next.String()
 	}
+}
+
+// isDML reports whether a statement is an INSERT, REPLACE, UPDATE or DELETE.
+func isDML(q []byte) bool {
+	q = bytes.TrimLeft(q, " \t\r\n(")
+	for _, p := range []string{"INSERT", "REPLACE", "UPDATE", "DELETE"} {
+		if hasPrefixFold(q, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasPrefixFold(b []byte, prefix string) bool {
@@ -262,6 +280,15 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 		st.columns[e.TableID] = m
 	}
 	at := Position{File: st.file, Pos: h.LogPos, GTID: st.gtid}
+	if bm := e.ColumnBitmap1; len(bm) > 0 {
+		for i := 0; i < int(e.ColumnCount); i++ {
+			if bm[i/8]&(1<<(i%8)) == 0 {
+				return fmt.Errorf("%w: the row event at %s lacks column %d of %s.%s: binlog_row_image is not FULL for the session that wrote it: "+
+					"run SET GLOBAL binlog_row_image=FULL (and in the server's config), then reconnect the application's sessions",
+					ErrServerConfig, at.FilePos(), i+1, e.Table.Schema, e.Table.Table)
+			}
+		}
+	}
 	for _, row := range e.Rows {
 		ev, err := m.decodeRow(row)
 		if err != nil {

@@ -619,3 +619,40 @@ func TestStateDDLWithoutColumnNames(t *testing.T) {
 		t.Fatalf("with column names the row decodes: %+v", txn)
 	}
 }
+
+// binlog_format or binlog_row_image changed under a running publisher: an
+// outbox INSERT logged as a statement, or a row image without every column,
+// stops the publisher with ErrServerConfig instead of being skipped.
+func TestStateRefusesNonRowOrPartialImages(t *testing.T) {
+	run := func(steps ...*replication.BinlogEvent) error {
+		st := newState(t, mysql.MariaDBFlavor, "")
+		for _, e := range steps {
+			if _, err := st.handle(e, e.Header); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := run(mariaGTID(100, 1, 0), query(200, "INSERT INTO im_event_outbox (event_type) VALUES ('x')"), xid(300))
+	if !errors.Is(err, ErrServerConfig) || !strings.Contains(err.Error(), "binlog_format=ROW") {
+		t.Fatalf("statement-logged outbox insert: got %v", err)
+	}
+	if err := run(mariaGTID(100, 1, 0), query(200, "INSERT INTO im_message (content) VALUES ('x')"), xid(300)); err != nil {
+		t.Fatalf("a statement on another table is not ours to refuse: %v", err)
+	}
+	partial := rowsEv(replication.WRITE_ROWS_EVENTv1, 400, outboxTM, row(1))
+	re := partial.Event.(*replication.RowsEvent)
+	re.ColumnBitmap1 = make([]byte, (len(outboxColumns)+7)/8)
+	for i := range re.ColumnBitmap1 {
+		re.ColumnBitmap1[i] = 0xff
+	}
+	re.ColumnBitmap1[0] &^= 1 << 1 // column 2 missing
+	err = run(mariaGTID(100, 1, 0), tableMapEv(350, outboxTM), partial, xid(450))
+	if !errors.Is(err, ErrServerConfig) || !strings.Contains(err.Error(), "binlog_row_image=FULL") {
+		t.Fatalf("partial row image: got %v", err)
+	}
+	re.ColumnBitmap1[0] |= 1 << 1
+	if err := run(mariaGTID(100, 1, 0), tableMapEv(350, outboxTM), partial, xid(450)); err != nil {
+		t.Fatalf("full image: %v", err)
+	}
+}
