@@ -14,6 +14,9 @@ type Source struct {
 	ServerID   uint32
 	ServerUUID string
 	Flavor     string
+	// Partitions: each target topic's partition count, read once at start,
+	// stored with every checkpoint (Checkpoint.Partitions); nil stores none.
+	Partitions map[string]int
 }
 
 // Committer saves acknowledged positions to the Store.
@@ -119,6 +122,7 @@ func (c *Committer) save(ctx context.Context) error {
 	err := c.store.Save(ctx, Checkpoint{
 		File: p.File, Pos: p.Pos, GTIDSet: p.GTIDSet, GTID: p.GTID,
 		ServerID: c.src.ServerID, ServerUUID: c.src.ServerUUID, Flavor: c.src.Flavor, EventTime: p.Time,
+		Partitions: c.src.Partitions,
 	})
 	if err != nil {
 		return err

@@ -34,6 +34,11 @@ type Checkpoint struct {
 	EventTime time.Time `json:"event_time"`
 	// UpdatedAt: when this value was written.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Partitions: each target topic's partition count when this value was
+	// written. A different count at start means the key → partition mapping
+	// changed (the publisher then refuses to start until confirmed). Absent
+	// in checkpoints written before this field existed.
+	Partitions map[string]int `json:"partitions,omitempty"`
 }
 
 // Position returns the binlog position of the checkpoint.
@@ -55,6 +60,10 @@ type Config struct {
 	Interval time.Duration `yaml:"interval" env:"INTERVAL"`
 	// Timeout bounds one Redis command.
 	Timeout time.Duration `yaml:"timeout" env:"TIMEOUT"`
+	// Recover: when the key is missing but the (fixed) topic holds records
+	// published by cdc-outbox, resume from the position their
+	// binlog_txn_end headers give instead of refusing to start.
+	Recover bool `yaml:"recover" env:"RECOVER"`
 }
 
 // DefaultConfig returns the defaults.
@@ -137,6 +146,15 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) error {
 		return fmt.Errorf("checkpoint: SET %s on %s: %w", s.key, s.cfg.Addr, err)
 	}
 	return nil
+}
+
+// Delete removes the key; it reports whether the key existed.
+func (s *Store) Delete(ctx context.Context) (bool, error) {
+	n, err := s.rdb.Del(ctx, s.key).Result()
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: DEL %s on %s: %w", s.key, s.cfg.Addr, err)
+	}
+	return n > 0, nil
 }
 
 // Persistent reports whether the Redis server persists data (AOF on, or

@@ -20,21 +20,41 @@ const HeaderTxnEnd = "binlog_txn_end"
 // binlog_txn_end header of its newest record: evidence that a publisher
 // already wrote to the topic, and how far. A missing topic gives none.
 func Published(ctx context.Context, brokers []string, topic string) ([]string, error) {
+	heads, err := PublishedPartitions(ctx, brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int, 0, len(heads))
+	for p := range heads {
+		ids = append(ids, p)
+	}
+	sort.Ints(ids)
+	out := make([]string, len(ids))
+	for i, p := range ids {
+		out[i] = heads[p]
+	}
+	return out, nil
+}
+
+// PublishedPartitions is Published keyed by partition id: for each
+// partition whose newest record carries a binlog_txn_end header, that
+// header's value. A missing topic gives an empty map.
+func PublishedPartitions(ctx context.Context, brokers []string, topic string) (map[int]string, error) {
 	parts, err := Partitions(ctx, brokers, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
-		return nil, nil
+		return map[int]string{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	out := make(map[int]string, len(parts))
 	for _, p := range parts {
 		pos, err := newest(ctx, brokers[0], topic, p)
 		if err != nil {
 			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p, err)
 		}
 		if pos != "" {
-			out = append(out, pos)
+			out[p] = pos
 		}
 	}
 	return out, nil

@@ -1,0 +1,133 @@
+package binlog
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// LogFile is one row of SHOW BINARY LOGS.
+type LogFile struct {
+	Name string
+	// Size is the file's length in bytes (File_size).
+	Size int64
+}
+
+// BinaryLogSizes returns the server's binlog files with their sizes in
+// bytes, oldest first.
+func (s *Server) BinaryLogSizes() ([]LogFile, error) {
+	r, err := s.conn.Execute("SHOW BINARY LOGS")
+	if err != nil {
+		return nil, fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err)
+	}
+	files := make([]LogFile, r.RowNumber())
+	for i := range files {
+		files[i].Name, _ = r.GetString(i, 0)
+		size, _ := r.GetInt(i, 1)
+		files[i].Size = size
+	}
+	return files, nil
+}
+
+// ReplicaUsing returns the host of the replica registered with serverID
+// (SHOW SLAVE HOSTS / SHOW REPLICAS), "" when none. Listing replicas needs
+// REPLICATION MASTER ADMIN (MariaDB) or REPLICATION SLAVE (MySQL); without
+// it the error wraps ErrPrivileges.
+func (s *Server) ReplicaUsing(serverID uint32) (string, error) {
+	q := "SHOW SLAVE HOSTS"
+	if s.flavor == FlavorMySQL {
+		q = "SHOW REPLICAS"
+	}
+	r, err := s.conn.Execute(q)
+	if err != nil {
+		if code(err) == codeSpecificAccess {
+			return "", fmt.Errorf("%w: %s: %v", ErrPrivileges, q, err)
+		}
+		return "", fmt.Errorf("binlog: %s: %w", q, err)
+	}
+	for i := 0; i < r.RowNumber(); i++ {
+		id, _ := r.GetUintByName(i, "Server_id")
+		if uint32(id) == serverID {
+			host, _ := r.GetStringByName(i, "Host")
+			return or(host, "(no report_host)"), nil
+		}
+	}
+	return "", nil
+}
+
+// boundaryEvents lists SHOW BINLOG EVENTS event types that start a
+// transaction (event group) or stand between transactions: a resumable
+// position is followed by one of them (or by a Query "BEGIN", for servers
+// that write no GTID events).
+var boundaryEvents = []string{"Format_desc", "Gtid", "Anonymous_Gtid", "Gtid_list", "Binlog_checkpoint", "Previous_gtids",
+	"Rotate", "Stop", "Start_encryption", "Heartbeat"}
+
+// CheckPosition checks that p's file is on the server, that p.Pos is within
+// it (at most its size in bytes) and, when the server lets us read it with
+// SHOW BINLOG EVENTS, that an event starts at p.Pos and that it is between
+// two transactions (see boundaryEvents). Failures wrap ErrPositionUnavailable and name the oldest
+// available position or the file's size. A position without a file passes.
+func (s *Server) CheckPosition(p Position) error {
+	if p.File == "" {
+		return nil
+	}
+	files, err := s.BinaryLogSizes()
+	if err != nil {
+		return err
+	}
+	var size int64 = -1
+	for _, f := range files {
+		if f.Name == p.File {
+			size = f.Size
+		}
+	}
+	if size < 0 {
+		oldest := "(none)"
+		if len(files) > 0 {
+			oldest = files[0].Name + ":4"
+		}
+		return fmt.Errorf("%w: binlog %s is not on the server (purged, or from another server); oldest available is %s",
+			ErrPositionUnavailable, p.FilePos(), oldest)
+	}
+	if int64(p.Pos) > size {
+		return fmt.Errorf("%w: %s is past the end of %s (%d bytes)", ErrPositionUnavailable, p.FilePos(), p.File, size)
+	}
+	if int64(p.Pos) == size {
+		return nil // the end of the file: nothing to read there yet
+	}
+	r, err := s.conn.Execute(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT 1", strings.ReplaceAll(p.File, "'", "''"), p.Pos))
+	if err != nil {
+		if code(err) == codeSpecificAccess {
+			s.log.Warn("cannot read binlog events, so the position is not checked to be an event boundary")
+			return nil
+		}
+		return fmt.Errorf("%w: no event starts at %s (%v): use an end position of a transaction, e.g. the binlog_txn_end header of a record",
+			ErrPositionUnavailable, p.FilePos(), err)
+	}
+	if r.RowNumber() == 0 {
+		return nil
+	}
+	typ, _ := r.GetStringByName(0, "Event_type")
+	info, _ := r.GetStringByName(0, "Info")
+	if slices.Contains(boundaryEvents, typ) || (typ == "Query" && strings.EqualFold(strings.TrimSpace(info), "BEGIN")) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not between two transactions (the event there is %s): use the end of a transaction, e.g. the binlog_txn_end header of a record or the End_log_pos of a transaction's Xid/COMMIT event",
+		ErrPositionUnavailable, p.FilePos(), typ)
+	return nil
+}
+
+// GTIDSetAt returns the GTID set executed up to p's file:pos on MariaDB
+// (BINLOG_GTID_POS), "" on MySQL, which has no such function, or when the
+// server cannot tell.
+func (s *Server) GTIDSetAt(p Position) (string, error) {
+	if s.flavor != FlavorMariaDB || p.File == "" {
+		return "", nil
+	}
+	r, err := s.conn.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos)
+	if err != nil {
+		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s): %w", p.FilePos(), err)
+	}
+	set, _ := r.GetString(0, 0)
+	return set, nil
+}
