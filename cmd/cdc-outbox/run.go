@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +26,8 @@ func runCommand() *cobra.Command {
 		start     string
 		logFormat string
 		logLevel  string
+		recoverCP bool
+		accept    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -37,6 +41,14 @@ environment variables (e.g. CDC_OUTBOX_SOURCE_PASSWORD), then flags.
 Start: with a stored checkpoint, run resumes from it. Without one, a start
 option is required: latest (the current end of the binlog), earliest (the
 oldest binlog the server has), <file>:<pos>, or gtid:<set>.
+
+Without a checkpoint but with records of cdc-outbox in the (fixed) topic,
+run refuses to start and names the position to resume from; with
+--recover-checkpoint (or checkpoint.recover: true) it resumes from there.
+
+The partition count of each topic is stored with the checkpoint; run refuses
+to start when it changed (the key → partition mapping changed) unless
+--accept-partition-change is given.
 
 SIGINT/SIGTERM stop reading, flush what was read, write the checkpoint and
 exit 0.`,
@@ -56,6 +68,9 @@ exit 0.`,
 			if cmd.Flags().Changed("log-level") {
 				cfg.Log.Level = logLevel
 			}
+			if recoverCP {
+				cfg.Checkpoint.Recover = true
+			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
@@ -66,7 +81,7 @@ exit 0.`,
 			defer func() { _ = log.Sync() }()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			if err := supervise(ctx, cfg, explicit, log); err != nil {
+			if err := supervise(ctx, cfg, runOptions{explicitStart: explicit, acceptPartitionChange: accept}, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
 			}
@@ -78,23 +93,35 @@ exit 0.`,
 	f.StringVar(&start, "start", "", "start position when no checkpoint exists: latest, earliest, <file>:<pos> or gtid:<set>")
 	f.StringVar(&logFormat, "log-format", "", "json or console")
 	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error")
+	f.BoolVar(&recoverCP, "recover-checkpoint", false, "when the checkpoint is missing but the topic holds records of cdc-outbox, resume from the position their binlog_txn_end headers give (same as checkpoint.recover: true)")
+	f.BoolVar(&accept, "accept-partition-change", false, "start even though a topic's partition count differs from the one stored with the checkpoint, and store the new count")
+	cmd.MarkFlagsMutuallyExclusive("start", "recover-checkpoint")
 	return cmd
+}
+
+// runOptions are run's command-line decisions that are not configuration.
+type runOptions struct {
+	// explicitStart: the start option came from --start, the operator's
+	// choice for this run, rather than from the configuration file.
+	explicitStart bool
+	// acceptPartitionChange: --accept-partition-change.
+	acceptPartitionChange bool
 }
 
 // supervise runs the pipeline, restarting it from the last acknowledged
 // position after retryable errors, until ctx is cancelled (nil) or a fatal
 // error occurs.
-func supervise(ctx context.Context, cfg Config, explicitStart bool, log *zap.Logger) error {
+func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger) error {
 	src := cfg.Source.Redacted()
 	log.Info("starting", zap.String("version", version),
 		zap.String("source", src.Addr), zap.String("user", src.User), zap.Uint32("server_id", src.ServerID),
 		zap.String("table", src.Schema+"."+src.Table), zap.String("position_mode", src.PositionMode), zap.String("start", src.Start),
 		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
 		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr),
-		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval))
+		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover))
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
-	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: explicitStart}
+	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: opts.explicitStart, acceptPartitionChange: opts.acceptPartitionChange}
 	defer func() {
 		if p.deadLettered > 0 {
 			log.Warn("poison records were sent to the dead-letter topic; see docs/poison.md to republish them",
@@ -137,7 +164,7 @@ func supervise(ctx context.Context, cfg Config, explicitStart bool, log *zap.Log
 // oversize records).
 func fatal(err error) bool {
 	return binlog.IsFatal(err) || sink.IsFatal(err) || errors.Is(err, router.ErrTopic) ||
-		errors.Is(err, checkpoint.ErrCorrupt)
+		errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, ErrPartitionsChanged) || errors.Is(err, ErrRecover)
 }
 
 type pipeline struct {
@@ -149,6 +176,12 @@ type pipeline struct {
 	// explicitStart: the start option came from --start, the operator's
 	// choice for this run, rather than from the configuration file.
 	explicitStart bool
+	// acceptPartitionChange: start even though a topic's partition count
+	// differs from the checkpoint's (first pipeline start only).
+	acceptPartitionChange bool
+	// parts: each target topic's partition count, read at the first
+	// pipeline start and stored with every checkpoint; nil until read.
+	parts map[string]int
 	// deadLettered counts the records the sink dead-lettered, over restarts.
 	deadLettered uint64
 }
@@ -176,6 +209,9 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 		if err != nil {
 			return err
 		}
+		if err := p.checkPartitions(ctx, cp); err != nil {
+			return err
+		}
 		if cp != nil {
 			from, saved = cp.Position(), cp.Position()
 			if cp.Flavor != "" && cp.Flavor != srv.Flavor() {
@@ -200,12 +236,20 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			p.log.Info("resuming from checkpoint", zap.String("key", p.store.Key()), zap.String("file", cp.File),
 				zap.Uint32("pos", cp.Pos), zap.String("gtid_set", cp.GTIDSet), zap.Time("updated_at", cp.UpdatedAt))
 		} else {
+			start := cfg.Source.Start
 			if !p.explicitStart {
-				if err := p.guardLostCheckpoint(ctx); err != nil {
+				recovered, err := p.guardLostCheckpoint(ctx)
+				if err != nil {
 					return err
 				}
+				if recovered != "" {
+					start = recovered
+				}
 			}
-			st, _ := binlog.ParseStart(cfg.Source.Start)
+			st, err := binlog.ParseStart(start)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrRecover, err)
+			}
 			from, err = srv.Resolve(st)
 			if err != nil {
 				return fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
@@ -214,16 +258,19 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			// acknowledgement then resumes here instead of finding no
 			// checkpoint (and a later "latest" would skip what came since).
 			if err := p.store.Save(ctx, checkpoint.Checkpoint{File: from.File, Pos: from.Pos, GTIDSet: from.GTIDSet,
-				ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}); err != nil {
+				ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts}); err != nil {
 				return err
 			}
 			saved = from
 			p.log.Info("no checkpoint; starting from the configured start (stored as the first checkpoint)", zap.String("key", p.store.Key()),
-				zap.String("start", cfg.Source.Start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
+				zap.String("start", start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
 		}
 		p.resume, p.known = from, true
 	} else {
 		saved = from
+		if err := p.checkPartitions(ctx, nil); err != nil {
+			return err
+		}
 	}
 	if cfg.Source.PositionMode == binlog.ModeFile || from.GTIDSet == "" {
 		if err := srv.Available(from); err != nil {
@@ -237,7 +284,7 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 
 	reader := binlog.NewReader(cfg.Source, srv.Flavor(), cols, from, p.log)
 	writer := sink.NewWriter(cfg.Kafka, router.New(cfg.Router), router.Balancer(), p.log)
-	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()},
+	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts},
 		cfg.Checkpoint.Interval, saved, p.log)
 	srv.Close()
 
@@ -268,35 +315,110 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 // checkpoint is missing but the topic shows that a publisher already ran:
 // starting from "latest" then would silently lose what was committed since
 // the last checkpoint. The operator decides with --start; the error names
-// the position that resumes without loss.
-func (p *pipeline) guardLostCheckpoint(ctx context.Context) error {
+// the position that resumes without loss. With checkpoint.recover
+// (--recover-checkpoint) it returns that position as a start option
+// instead; "" means there is nothing to recover.
+func (p *pipeline) guardLostCheckpoint(ctx context.Context) (string, error) {
 	topic := p.cfg.Router.Topic
 	if strings.Contains(topic, "{") {
+		if p.cfg.Checkpoint.Recover {
+			return "", fmt.Errorf("%w: router.topic %s is a template: the position to resume from is only computed for a fixed topic; "+
+				"give --start <file>:<pos> (the smallest binlog_txn_end among the newest records of every partition of every topic)", ErrRecover, topic)
+		}
 		p.log.Warn("no checkpoint, and the topic is a template: cannot tell whether cdc-outbox ran before; starting from the configured start",
 			zap.String("start", p.cfg.Source.Start))
-		return nil
+		return "", nil
 	}
-	heads, err := sink.Published(ctx, p.cfg.Kafka.Brokers, topic)
+	heads, err := sink.PublishedPartitions(ctx, p.cfg.Kafka.Brokers, topic)
 	if err != nil {
-		return err
+		return "", err
 	}
+	resume, from := leastAdvanced(heads)
+	if resume == "" {
+		if p.cfg.Checkpoint.Recover {
+			p.log.Info("no checkpoint and nothing to recover: the topic holds no records of cdc-outbox; starting from the configured start",
+				zap.String("topic", topic), zap.String("start", p.cfg.Source.Start))
+		}
+		return "", nil
+	}
+	if p.cfg.Checkpoint.Recover {
+		p.log.Warn("no checkpoint: recovering it from the topic (checkpoint.recover / --recover-checkpoint): resuming from the least advanced partition's newest binlog_txn_end; records after it are published again",
+			zap.String("key", p.store.Key()), zap.String("topic", topic), zap.String("resume", resume), zap.Int("from_partition", from),
+			zap.Any("partitions", heads))
+		return resume, nil
+	}
+	return "", fmt.Errorf("%w: no checkpoint under Redis key %s, but topic %s already holds records published by cdc-outbox "+
+		"(the least advanced partition ends at %s): the checkpoint was lost (Redis flushed, or no persistence) or the key changed. "+
+		"Restart once with --start %s to resume without loss (some records may be published twice), or with --recover-checkpoint to do so automatically, "+
+		"or with --start latest to skip to now, losing what was committed since",
+		binlog.ErrStart, p.store.Key(), topic, resume, resume)
+}
+
+// leastAdvanced returns the smallest file:pos among the partitions' newest
+// binlog_txn_end headers, and its partition: every transaction before it
+// was acknowledged. Unparsable headers are ignored; "" and -1 when none.
+func leastAdvanced(heads map[int]string) (string, int) {
 	var oldest binlog.Start
-	for _, h := range heads {
-		st, err := binlog.ParseStart(h)
+	part := -1
+	for _, id := range slices.Sorted(maps.Keys(heads)) {
+		st, err := binlog.ParseStart(heads[id])
 		if err != nil || st.Kind != binlog.StartFilePos {
 			continue
 		}
 		if oldest.File == "" || st.File < oldest.File || (st.File == oldest.File && st.Pos < oldest.Pos) {
-			oldest = st
+			oldest, part = st, id
 		}
 	}
 	if oldest.File == "" {
-		return nil
+		return "", -1
 	}
-	resume := fmt.Sprintf("%s:%d", oldest.File, oldest.Pos)
-	return fmt.Errorf("%w: no checkpoint under Redis key %s, but topic %s already holds records published by cdc-outbox "+
-		"(the least advanced partition ends at %s): the checkpoint was lost (Redis flushed, or no persistence) or the key changed. "+
-		"Restart once with --start %s to resume without loss (some records may be published twice), "+
-		"or with --start latest to skip to now, losing what was committed since",
-		binlog.ErrStart, p.store.Key(), topic, resume, resume)
+	return fmt.Sprintf("%s:%d", oldest.File, oldest.Pos), part
+}
+
+// checkPartitions reads the target topics' partition counts and compares
+// them with those stored with cp (first pipeline start) or read at the
+// previous pipeline start (restarts, cp nil). A change refuses to start
+// (ErrPartitionsChanged), except at the first start with
+// --accept-partition-change, which stores the new counts at once.
+func (p *pipeline) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoint) error {
+	var ref map[string]int
+	var topics []string
+	if p.parts != nil {
+		ref = p.parts
+		topics = slices.Sorted(maps.Keys(p.parts))
+	} else {
+		if cp != nil {
+			ref = cp.Partitions
+		}
+		var err error
+		if topics, err = routedTopics(ctx, p.cfg); err != nil {
+			return err
+		}
+		for t := range ref {
+			if !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	now, err := partitionCounts(ctx, p.cfg.Kafka.Brokers, topics)
+	if err != nil {
+		return err
+	}
+	changes := partitionChanges(ref, now)
+	if len(changes) > 0 && (p.parts != nil || !p.acceptPartitionChange) {
+		return partitionChangeError(p.store.Key(), changes)
+	}
+	p.parts = now
+	if len(changes) > 0 {
+		for _, c := range changes {
+			p.log.Warn("partition count change accepted (--accept-partition-change): per-conversation order is not kept across it",
+				zap.String("topic", c.Topic), zap.Int("stored", c.Stored), zap.Int("now", c.Now))
+		}
+		cp.Partitions = now
+		if err := p.store.Save(ctx, *cp); err != nil {
+			return err
+		}
+		p.log.Info("new partition counts stored with the checkpoint", zap.String("key", p.store.Key()), zap.Any("partitions", now))
+	}
+	return nil
 }
