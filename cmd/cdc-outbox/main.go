@@ -39,6 +39,9 @@ func execute(args []string) int {
 	root.AddCommand(runCommand())
 	root.AddCommand(verifyCommand())
 	root.AddCommand(deadLetterCommand())
+	root.AddCommand(checkpointCommand())
+	root.AddCommand(statusCommand())
+	root.AddCommand(checkCommand())
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ee exitError

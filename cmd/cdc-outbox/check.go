@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/segmentio/kafka-go"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+)
+
+func checkCommand() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Preflight: check the source, the topics and Redis without starting",
+		Long: `check runs the start-up checks without publishing anything, one line per
+check with OK or FAIL and, for a failure, the fix:
+
+  source       connection; server settings, privileges and server_id (as run does)
+  outbox       the outbox table exists
+  topic        each target topic exists (never auto-created), with its partition
+               count; for a template router.topic, the topics of the event types
+               present in the outbox table
+  dead-letter  the dead-letter topic exists (kafka.on-poison: dead-letter)
+  redis        reachable and persistent (appendonly yes or RDB save points)
+  checkpoint   readable; its binlog file is on the server; the partition counts
+               stored with it match the topics; without one, a start option is set
+
+Exit status: 0 when every check passes; 1 when any fails; 2 on usage or
+configuration errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := opsConfig(path)
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			r := &checkReport{w: cmd.OutOrStdout()}
+			runChecks(ctx, cfg, r, log)
+			r.summary()
+			if r.failed > 0 {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file")
+	return cmd
+}
+
+// checkReport prints check lines and counts failures.
+type checkReport struct {
+	w              io.Writer
+	passed, failed int
+}
+
+// ok prints an OK line.
+func (r *checkReport) ok(what, format string, a ...any) {
+	r.passed++
+	fmt.Fprintf(r.w, "OK    %-12s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+// fail prints a FAIL line; the message should name the fix.
+func (r *checkReport) fail(what, format string, a ...any) {
+	r.failed++
+	fmt.Fprintf(r.w, "FAIL  %-12s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+func (r *checkReport) summary() {
+	if r.failed == 0 {
+		fmt.Fprintf(r.w, "result: OK (%d checks)\n", r.passed)
+		return
+	}
+	fmt.Fprintf(r.w, "result: FAILED (%d of %d checks failed)\n", r.failed, r.passed+r.failed)
+}
+
+// split returns the errors joined in err (errors.Join), or err alone.
+func split(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func runChecks(ctx context.Context, cfg Config, r *checkReport, log *zap.Logger) {
+	src := cfg.Source
+	// A preflight reports a server_id conflict at once instead of waiting
+	// for a killed publisher's registration to go away.
+	src.ServerIDWait = 0
+	srv, err := binlog.Connect(ctx, src, log.Named("source"))
+	if err != nil {
+		r.fail("source", "connect to %s as %q: %v: check source.addr, source.user, source.password and that the server is up", src.Addr, src.User, err)
+	} else {
+		defer srv.Close()
+		r.ok("source", "connected to %s as %q (%s %s, server_id %d)", src.Addr, src.User, srv.Flavor(), srv.Version(), srv.ServerID())
+		if err := srv.Check(ctx); err != nil {
+			for _, e := range split(err) {
+				r.fail("source", "%v", e)
+			}
+		} else {
+			r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges, server_id %d unused", src.ServerID)
+		}
+		if cols, err := srv.Columns(); err != nil {
+			r.fail("outbox", "%v", err)
+		} else {
+			r.ok("outbox", "table %s.%s exists (%d columns)", src.Schema, src.Table, len(cols))
+		}
+	}
+
+	parts := checkTopics(ctx, cfg, r)
+
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+	persistent, err := store.Persistent(ctx)
+	switch {
+	case err != nil:
+		r.fail("redis", "%s: %v: check checkpoint.addr, credentials and that Redis is up", cfg.Checkpoint.Addr, err)
+		return
+	case !persistent:
+		r.fail("redis", "%s does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; set appendonly yes (CONFIG SET appendonly yes, and in redis.conf)", cfg.Checkpoint.Addr)
+	default:
+		r.ok("redis", "%s reachable and persistent", cfg.Checkpoint.Addr)
+	}
+	checkCheckpoint(ctx, cfg, store, srv, parts, r)
+}
+
+// checkTopics checks the target topics and the dead-letter topic; it
+// returns the partition counts of the target topics found (nil when they
+// could not be read).
+func checkTopics(ctx context.Context, cfg Config, r *checkReport) map[string]int {
+	topics, err := routedTopics(ctx, cfg)
+	if err != nil {
+		r.fail("topic", "cannot list the topics of template %s: %v", cfg.Router.Topic, err)
+		return nil
+	}
+	if len(topics) == 0 {
+		r.ok("topic", "template %s: no event types in the outbox table yet, no topic to check", cfg.Router.Topic)
+	}
+	parts := make(map[string]int, len(topics))
+	for _, t := range topics {
+		n, ok := checkTopic(ctx, cfg, "topic", t, r)
+		if ok {
+			parts[t] = n
+		}
+	}
+	if cfg.Kafka.OnPoison == sink.PolicyDeadLetter {
+		checkTopic(ctx, cfg, "dead-letter", cfg.Kafka.DeadLetterTopic, r)
+	}
+	return parts
+}
+
+// checkTopic checks that topic exists and returns its partition count.
+func checkTopic(ctx context.Context, cfg Config, what, topic string, r *checkReport) (int, bool) {
+	ids, err := sink.Partitions(ctx, cfg.Kafka.Brokers, topic)
+	switch {
+	case errors.Is(err, kafka.UnknownTopicOrPartition) && cfg.Kafka.AllowAutoTopicCreation:
+		r.ok(what, "%s does not exist yet; kafka.allow-auto-topic-creation is on, so the broker creates it with its default partition count at the first record", topic)
+	case errors.Is(err, kafka.UnknownTopicOrPartition):
+		r.fail(what, "%s does not exist: create it with the partition count you want, e.g. kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 8 "+
+			"(the publisher does not create topics; the count must stay fixed)", topic, cfg.Kafka.Brokers[0], topic)
+	case err != nil:
+		r.fail(what, "%s: %v: check kafka.brokers and that the brokers are up", topic, err)
+	default:
+		r.ok(what, "%s exists, %d partitions", topic, len(ids))
+		return len(ids), true
+	}
+	return 0, false
+}
+
+// checkCheckpoint checks the stored checkpoint against the server (srv may
+// be nil when unreachable) and the topics' partition counts (parts).
+func checkCheckpoint(ctx context.Context, cfg Config, store *checkpoint.Store, srv *binlog.Server, parts map[string]int, r *checkReport) {
+	cp, err := store.Load(ctx)
+	if err != nil {
+		r.fail("checkpoint", "%v", err)
+		return
+	}
+	if cp == nil {
+		st, _ := binlog.ParseStart(cfg.Source.Start)
+		if st.Kind == binlog.StartUnset {
+			r.fail("checkpoint", "none under %s, and no source.start: set source.start (latest, earliest, <file>:<pos>, gtid:<set>) or give run --start for the first run", store.Key())
+			return
+		}
+		r.ok("checkpoint", "none under %s: the first run starts from source.start %s", store.Key(), cfg.Source.Start)
+		return
+	}
+	problems := 0
+	if srv != nil && cp.File != "" && (cfg.Source.PositionMode == binlog.ModeFile || cp.GTIDSet == "") {
+		if err := srv.Available(cp.Position()); err != nil {
+			problems++
+			r.fail("checkpoint", "%v: the publisher cannot resume; see docs/operations.md (checkpoint set)", err)
+		}
+	}
+	if changes := partitionChanges(cp.Partitions, parts); len(changes) > 0 {
+		problems++
+		r.fail("checkpoint", "%v", partitionChangeError(store.Key(), changes))
+	}
+	if problems == 0 {
+		pos := cp.GTIDSet
+		if cp.File != "" {
+			pos = fmt.Sprintf("%s:%d", cp.File, cp.Pos)
+		}
+		extra := "partition counts stored with it match"
+		if len(cp.Partitions) == 0 {
+			extra = "no partition counts stored yet"
+		}
+		r.ok("checkpoint", "%s at %s, on the server; %s", store.Key(), strings.TrimSpace(pos), extra)
+	}
+}

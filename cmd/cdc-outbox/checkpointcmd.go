@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+)
+
+// opsConfig loads and validates the configuration of an operator command;
+// source.start is not used by these commands and is not validated.
+func opsConfig(path string) (Config, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return cfg, err
+	}
+	start := cfg.Source.Start
+	cfg.Source.Start = ""
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	cfg.Source.Start = start
+	return cfg, nil
+}
+
+// failed prints "FAILED: <msg>" to w and returns exit status 1.
+func failed(w io.Writer, format string, a ...any) error {
+	fmt.Fprintf(w, "FAILED: "+format+"\n", a...)
+	return exitError{code: 1}
+}
+
+// ago formats the time since t, rounded to the second, e.g. "3m12s ago".
+func ago(t, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		return fmt.Sprintf("%s in the future", -d)
+	}
+	return d.String() + " ago"
+}
+
+// writeCheckpoint prints cp as indented "name  value" lines; now is the
+// reference for ages.
+func writeCheckpoint(w io.Writer, indent string, cp *checkpoint.Checkpoint, now time.Time) {
+	line := func(name, format string, a ...any) {
+		fmt.Fprintf(w, "%s%-12s%s\n", indent, name, fmt.Sprintf(format, a...))
+	}
+	if cp.File != "" {
+		line("position", "%s:%d", cp.File, cp.Pos)
+	} else {
+		line("position", "(none: GTID set only)")
+	}
+	line("gtid set", "%s", orNone(cp.GTIDSet))
+	if cp.GTID != "" {
+		line("last gtid", "%s", cp.GTID)
+	}
+	server := fmt.Sprintf("%s, server_id %d", orNone(cp.Flavor), cp.ServerID)
+	if cp.ServerUUID != "" {
+		server += ", server_uuid " + cp.ServerUUID
+	}
+	line("server", "%s", server)
+	if cp.EventTime.IsZero() {
+		line("event time", "(unknown: no transaction published since this position was set)")
+	} else {
+		line("event time", "%s (%s; commit time of the last checkpointed transaction, 1 s resolution)",
+			cp.EventTime.UTC().Format(time.RFC3339), ago(cp.EventTime, now))
+	}
+	line("updated at", "%s (%s)", cp.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), ago(cp.UpdatedAt, now))
+	if len(cp.Partitions) == 0 {
+		line("partitions", "(not stored)")
+	} else {
+		var parts []string
+		for _, t := range slices.Sorted(maps.Keys(cp.Partitions)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", t, cp.Partitions[t]))
+		}
+		line("partitions", "%s", strings.Join(parts, ", "))
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func checkpointCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Show, set or reset the stored checkpoint (the Redis key checkpoint.key)",
+		Long: `checkpoint show|set|reset work on the checkpoint of one source: the Redis key
+checkpoint.key holding the binlog position up to which everything was
+published. Exit status: 0 on success; 1 when a check failed (position not
+on the server, invalid GTID set, publisher running, corrupt value); 2 on
+usage, configuration or connection errors.
+
+There is no lock between these commands and a running publisher: a running
+publisher overwrites the checkpoint at its next write (every
+checkpoint.interval while it publishes, and when it stops). Stop it first.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(checkpointShowCommand(), checkpointSetCommand(), checkpointResetCommand())
+	return cmd
+}
+
+func checkpointShowCommand() *cobra.Command {
+	var (
+		path   string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Print the stored checkpoint, or say there is none",
+		Long: `show prints the stored checkpoint: binlog file:pos, GTID set, the server it
+belongs to, the commit time of the last checkpointed transaction (event
+time, 1 s resolution), when it was written (updated at) with ages, and the
+partition counts stored with it. Exit status 0 also when there is none;
+1 when the value is corrupt; 2 on configuration or connection errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := opsConfig(path)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			store := checkpoint.NewStore(cfg.Checkpoint)
+			defer store.Close()
+			out := cmd.OutOrStdout()
+			cp, err := store.Load(ctx)
+			if errors.Is(err, checkpoint.ErrCorrupt) {
+				return failed(out, "%v", err)
+			}
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			if asJSON {
+				return writeJSON(out, showJSON(store.Key(), cp, now))
+			}
+			if cp == nil {
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s): the next run starts from source.start (or --start)\n", store.Key(), cfg.Checkpoint.Addr)
+				return nil
+			}
+			fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
+			writeCheckpoint(out, "  ", cp, now)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (the checkpoint section is used)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {key, checkpoint (null when none), age_seconds}")
+	return cmd
+}
+
+// showOutput is checkpoint show --json.
+type showOutput struct {
+	Key        string                 `json:"key"`
+	Checkpoint *checkpoint.Checkpoint `json:"checkpoint"`
+	// AgeSeconds is the time since the checkpoint was written, in seconds.
+	AgeSeconds *float64 `json:"age_seconds"`
+}
+
+func showJSON(key string, cp *checkpoint.Checkpoint, now time.Time) showOutput {
+	o := showOutput{Key: key, Checkpoint: cp}
+	if cp != nil {
+		age := now.Sub(cp.UpdatedAt).Round(time.Millisecond).Seconds()
+		o.AgeSeconds = &age
+	}
+	return o
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func checkpointSetCommand() *cobra.Command {
+	var (
+		path  string
+		force bool
+	)
+	cmd := &cobra.Command{
+		Use:   "set <file>:<pos> | gtid:<set>",
+		Short: "Store a new checkpoint position, checked against the server",
+		Long: `set stores a new checkpoint: the next run resumes there. The position is
+checked against the source first: a <file>:<pos> must name a binlog the
+server still has, within its size, at the start of an event outside a
+transaction (e.g. a record's binlog_txn_end header, or the end_log_pos of a
+transaction's COMMIT/Xid event); a gtid:<set> must parse for the server's
+flavor and needs source.position-mode: gtid. latest and earliest are
+accepted too. The current partition count of each topic is stored with it
+(this confirms a partition count change).
+
+It prints the old and the new checkpoint. It refuses (exit 1) while a
+replica with source.server-id is registered on the server, i.e. while the
+publisher seems to be running, unless --force: there is no lock, and a
+running publisher overwrites the checkpoint at its next write.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := opsConfig(path)
+			if err != nil {
+				return err
+			}
+			st, err := binlog.ParseStart(args[0])
+			if err != nil {
+				return err
+			}
+			if st.Kind == binlog.StartUnset {
+				return errors.New("checkpoint set: give a position: <file>:<pos> or gtid:<set>")
+			}
+			if st.Kind == binlog.StartGTID && cfg.Source.PositionMode != binlog.ModeGTID {
+				return fmt.Errorf("checkpoint set %s: a GTID position needs source.position-mode: gtid (file mode resumes by file:pos); give <file>:<pos>", args[0])
+			}
+			log, err := newLogger(cfg.Log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return checkpointSet(ctx, cfg, st, force, cmd.OutOrStdout(), log)
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file")
+	cmd.Flags().BoolVar(&force, "force", false, "write even though the publisher seems to be running (it overwrites the checkpoint at its next write)")
+	return cmd
+}
+
+func checkpointSet(ctx context.Context, cfg Config, st binlog.Start, force bool, out io.Writer, log *zap.Logger) error {
+	srv, err := binlog.Connect(ctx, cfg.Source, log.Named("source"))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+
+	host, err := srv.ReplicaUsing(cfg.Source.ServerID)
+	switch {
+	case err != nil:
+		fmt.Fprintf(out, "warning: cannot tell whether the publisher is running (%v); if it is, it overwrites this checkpoint at its next write\n", err)
+	case host != "" && !force:
+		return failed(out, "%v: a replica with source.server-id %d is registered on the server (host %s): the publisher would overwrite the checkpoint at its next write. "+
+			"Stop it first (if it was killed, its registration goes away within seconds), or give --force", ErrPublisherRunning, cfg.Source.ServerID, host)
+	case host != "":
+		fmt.Fprintf(out, "warning: --force: a replica with source.server-id %d is registered (host %s); a running publisher overwrites this checkpoint at its next write\n", cfg.Source.ServerID, host)
+	}
+
+	pos, err := srv.Resolve(st)
+	if err == nil {
+		err = srv.CheckPosition(pos)
+	}
+	if errors.Is(err, binlog.ErrPositionUnavailable) || errors.Is(err, binlog.ErrStart) {
+		return failed(out, "%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if pos.GTIDSet == "" {
+		// MariaDB tells the GTID set at a file:pos; a GTID-mode resume and
+		// the tracked set then start right.
+		if pos.GTIDSet, err = srv.GTIDSetAt(pos); err != nil {
+			return err
+		}
+	}
+	topics, err := routedTopics(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	parts, err := partitionCounts(ctx, cfg.Kafka.Brokers, topics)
+	if err != nil {
+		return err
+	}
+	old, err := store.Load(ctx)
+	corrupt := errors.Is(err, checkpoint.ErrCorrupt)
+	if err != nil && !corrupt {
+		return err
+	}
+	next := checkpoint.Checkpoint{File: pos.File, Pos: pos.Pos, GTIDSet: pos.GTIDSet,
+		ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: parts}
+	if err := store.Save(ctx, next); err != nil {
+		return err
+	}
+	saved, err := store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
+	switch {
+	case corrupt:
+		fmt.Fprintln(out, "old: (corrupt value, overwritten)")
+	case old == nil:
+		fmt.Fprintln(out, "old: (none)")
+	default:
+		fmt.Fprintln(out, "old:")
+		writeCheckpoint(out, "  ", old, now)
+	}
+	fmt.Fprintln(out, "new:")
+	writeCheckpoint(out, "  ", saved, now)
+	fmt.Fprintln(out, "the next run resumes from the new position; a publisher running now would overwrite it at its next write")
+	return nil
+}
+
+func checkpointResetCommand() *cobra.Command {
+	var (
+		path string
+		yes  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reset",
+		Short: "Print, then delete the stored checkpoint (needs --yes)",
+		Long: `reset prints the stored checkpoint, then deletes the key when --yes is given
+(without it, exit status 2 and nothing is deleted). The next run then needs
+a start option; if the topic holds records of cdc-outbox it refuses to start
+from the configured start unless given --start or --recover-checkpoint.
+A running publisher writes the key again at its next write: stop it first.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := opsConfig(path)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			store := checkpoint.NewStore(cfg.Checkpoint)
+			defer store.Close()
+			out := cmd.OutOrStdout()
+			cp, err := store.Load(ctx)
+			corrupt := errors.Is(err, checkpoint.ErrCorrupt)
+			if err != nil && !corrupt {
+				return err
+			}
+			switch {
+			case corrupt:
+				fmt.Fprintf(out, "checkpoint %s (%s): %v\n", store.Key(), cfg.Checkpoint.Addr, err)
+			case cp == nil:
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s): nothing to reset\n", store.Key(), cfg.Checkpoint.Addr)
+				return nil
+			default:
+				fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
+				writeCheckpoint(out, "  ", cp, time.Now())
+			}
+			if !yes {
+				fmt.Fprintln(out, "not deleted: add --yes to delete it")
+				return exitError{code: 2}
+			}
+			if _, err := store.Delete(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "deleted %s; the next run needs --start (or --recover-checkpoint when the topic holds records); a running publisher writes it again at its next write\n", store.Key())
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (the checkpoint section is used)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "really delete the key")
+	return cmd
+}
