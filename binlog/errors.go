@@ -24,6 +24,9 @@ var (
 	ErrDecode = errors.New("binlog: cannot decode outbox row")
 	// ErrStart reports an invalid or missing start option.
 	ErrStart = errors.New("binlog: start position")
+	// ErrRange reports a bounded read (replay) whose end is not after its
+	// start, or is past the end of the binlog.
+	ErrRange = errors.New("binlog: invalid range")
 )
 
 // PositionError wraps an error with the binlog position it happened at.

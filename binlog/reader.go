@@ -24,6 +24,7 @@ type Reader struct {
 	from    Position
 	log     *zap.Logger
 	out     chan Txn
+	stop    *stopper // StopAt; nil: stream until cancelled
 
 	schema, table []byte
 }
@@ -93,16 +94,18 @@ func (r *Reader) Run(ctx context.Context) error {
 			}
 			return &PositionError{Pos: st.pos, Err: classify(err)}
 		}
-		txn, err := st.handle(ev, ev.Header)
+		txn, done, err := r.step(st, ev)
 		if err != nil {
 			return &PositionError{Pos: st.pos, Err: err}
 		}
-		if txn == nil {
-			continue
+		if txn != nil {
+			select {
+			case r.out <- *txn:
+			case <-ctx.Done():
+				return nil
+			}
 		}
-		select {
-		case r.out <- *txn:
-		case <-ctx.Done():
+		if done {
 			return nil
 		}
 	}
