@@ -24,6 +24,13 @@ const (
 	HeaderTxnEnd     = "binlog_txn_end" // "file:pos" after the transaction's commit: a resumable position
 )
 
+// Headers added by "cdc-outbox replay" to re-published records, on top of
+// all the headers above (same event_id, so consumers dedupe).
+const (
+	HeaderReplayed = "replayed"  // "true"
+	HeaderReplayID = "replay_id" // identifies one replay run (a random UUID)
+)
+
 const placeholder = "{event_type}"
 
 // Config configures routing.

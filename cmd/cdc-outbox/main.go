@@ -42,6 +42,7 @@ func execute(args []string) int {
 	root.AddCommand(checkpointCommand())
 	root.AddCommand(statusCommand())
 	root.AddCommand(checkCommand())
+	root.AddCommand(replayCommand())
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ee exitError

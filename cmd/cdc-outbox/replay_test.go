@@ -1,0 +1,129 @@
+package main
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/router"
+)
+
+func TestParsePoint(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    point
+		wantErr string
+	}{
+		{in: "2026-11-29T10:00:00Z", want: point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}},
+		{in: "2026-11-29T11:00:00+01:00", want: point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}},
+		{in: "2026-11-29T10:00:00.750Z", want: point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}}, // truncated to the second
+		{in: " mariadb-bin.000005:1234 ", want: point{start: binlog.Start{Kind: binlog.StartFilePos, File: "mariadb-bin.000005", Pos: 1234}}},
+		{in: "gtid:0-1-42", want: point{start: binlog.Start{Kind: binlog.StartGTID, GTIDSet: "0-1-42"}}},
+		{in: "", wantErr: "required"},
+		{in: "2026-11-29 10:00:00", wantErr: "RFC 3339 with a zone"},
+		{in: "2026-11-29T10:00:00", wantErr: "RFC 3339 with a zone"},
+		{in: "2026-11-29", wantErr: "RFC 3339 with a zone"},
+		{in: "latest", wantErr: "want <file>:<pos>, gtid:<set> or an RFC 3339 time"},
+		{in: "earliest", wantErr: "want <file>:<pos>, gtid:<set> or an RFC 3339 time"},
+		{in: "mariadb-bin.000005", wantErr: "want latest, earliest"},
+		{in: "mariadb-bin.000005:2", wantErr: "pos must be an integer >= 4"},
+		{in: "gtid:", wantErr: "empty GTID set"},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := parsePoint("--from", c.in)
+			if c.wantErr != "" {
+				if err == nil || !errors.Is(err, binlog.ErrStart) || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "--from") {
+					t.Fatalf("parsePoint(%q) = %+v, %v; want ErrStart naming --from and containing %q", c.in, got, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.time.Equal(c.want.time) || got.start != c.want.start {
+				t.Fatalf("parsePoint(%q) = %+v, want %+v", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+func TestBytesBetween(t *testing.T) {
+	logs := []binlog.LogFile{{Name: "b.000001", Size: 1000}, {Name: "b.000002", Size: 500}, {Name: "b.000003", Size: 300}}
+	p := func(f string, pos uint32) binlog.Position { return binlog.Position{File: f, Pos: pos} }
+	cases := []struct {
+		a, b binlog.Position
+		want int64
+	}{
+		{p("b.000001", 4), p("b.000001", 4), 0},
+		{p("b.000001", 100), p("b.000001", 400), 300},
+		{p("b.000001", 900), p("b.000002", 50), 150},              // 100 left in the first file, 50 in the second
+		{p("b.000001", 900), p("b.000003", 50), 100 + 500 + 50},   // a whole file in between
+		{p("b.000002", 4), p("b.000001", 4), -1},                  // reversed
+		{p("b.000009", 4), p("b.000001", 4), -1},                  // unknown file
+		{binlog.Position{GTIDSet: "0-1-5"}, p("b.000001", 4), -1}, // no file
+	}
+	for _, c := range cases {
+		if got := bytesBetween(logs, c.a, c.b); got != c.want {
+			t.Errorf("bytesBetween(%s, %s) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestReplayRouter(t *testing.T) {
+	e := &binlog.Event{ID: 42, EventType: "message.created", ConversationID: 7, SeqNo: 3, Payload: []byte(`{}`),
+		Pos: binlog.Position{File: "b.000001", Pos: 700, GTID: "0-1-5"}}
+	end := binlog.Position{File: "b.000001", Pos: 731}
+	id := newReplayID()
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
+		t.Fatalf("replay id %q is not a version 4 UUID", id)
+	}
+	if id == newReplayID() {
+		t.Fatal("two replay ids are equal")
+	}
+	live := router.New(router.Config{Topic: "im.{event_type}"})
+	want, _ := live.Route(e, end)
+	for _, override := range []string{"", "im.replay"} {
+		rt := replayRouter{inner: live, topic: override, id: id}
+		m, err := rt.Route(e, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTopic := "im.message.created"
+		if override != "" {
+			wantTopic = override
+		}
+		if m.Topic != wantTopic || string(m.Key) != "7" || string(m.Value) != "{}" {
+			t.Errorf("override %q: record %s key %s value %s", override, m.Topic, m.Key, m.Value)
+		}
+		if topic, _ := rt.Topic(e.EventType); topic != wantTopic {
+			t.Errorf("override %q: Topic = %s, want %s", override, topic, wantTopic)
+		}
+		// All the live headers, in order, then replayed and replay_id.
+		if len(m.Headers) != len(want.Headers)+2 {
+			t.Fatalf("headers %v", m.Headers)
+		}
+		for i, h := range want.Headers {
+			if m.Headers[i].Key != h.Key || string(m.Headers[i].Value) != string(h.Value) {
+				t.Errorf("header %d = %s=%s, want %s=%s", i, m.Headers[i].Key, m.Headers[i].Value, h.Key, h.Value)
+			}
+		}
+		n := len(want.Headers)
+		if m.Headers[n].Key != router.HeaderReplayed || string(m.Headers[n].Value) != "true" ||
+			m.Headers[n+1].Key != router.HeaderReplayID || string(m.Headers[n+1].Value) != id {
+			t.Errorf("replay headers %v", m.Headers[n:])
+		}
+	}
+	// An event type giving an invalid topic is no problem with --topic.
+	bad := *e
+	bad.EventType = "bad type"
+	if _, err := (replayRouter{inner: live, id: id}).Route(&bad, end); !errors.Is(err, router.ErrTopic) {
+		t.Errorf("routed invalid topic: %v, want ErrTopic", err)
+	}
+	if m, err := (replayRouter{inner: live, topic: "im.replay", id: id}).Route(&bad, end); err != nil || m.Topic != "im.replay" {
+		t.Errorf("--topic with an invalid event type: %s, %v", m.Topic, err)
+	}
+}
