@@ -40,3 +40,25 @@ func (e *PositionError) Error() string {
 }
 
 func (e *PositionError) Unwrap() error { return e.Err }
+
+// Sentinel errors of the file source (FileReader). Test with errors.Is;
+// they arrive wrapped in a *FileError naming the file and the offset.
+var (
+	// ErrCorruptEvent reports an event that cannot be decoded: a bad size
+	// or header, a checksum mismatch, or a decoder failure (including a
+	// panic inside go-mysql, turned into this error).
+	ErrCorruptEvent = errors.New("binlog: corrupt or undecodable event")
+	// ErrTruncated reports a file that ends inside an event or inside a
+	// transaction (a copy taken while the server was writing it).
+	ErrTruncated = errors.New("binlog: truncated binlog file")
+	// ErrNotBinlog reports a file that does not start with the binlog
+	// magic number.
+	ErrNotBinlog = errors.New("binlog: not a binlog file")
+	// ErrNoColumns reports an outbox table whose column names are known
+	// neither from the table map (binlog_row_metadata=FULL) nor from the
+	// configuration.
+	ErrNoColumns = errors.New("binlog: outbox column names unknown")
+	// ErrFileOrder reports an unusable list of binlog files: none, a gap
+	// in the rotate chain, or several base names mixed.
+	ErrFileOrder = errors.New("binlog: binlog file list")
+)

@@ -222,7 +222,7 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			if otherServer && cfg.Source.PositionMode == binlog.ModeFile {
 				return fmt.Errorf("%w: checkpoint %s (%s:%d) was written for the server with server_id %d uuid %q, but the source has server_id %d uuid %q: "+
 					"a binlog file:pos of another server is meaningless. After a failover, resume with position-mode: gtid; "+
-					"if source.addr is wrong, fix it; to start anew, delete the key (redis-cli DEL %s) and give --start",
+					"if source.addr is wrong, fix it; to start anew, cdc-outbox checkpoint set <position> (or checkpoint reset --yes for key %s, then --start)",
 					binlog.ErrStart, p.store.Key(), cp.File, cp.Pos, cp.ServerID, cp.ServerUUID, srv.ServerID(), srv.ServerUUID(), p.store.Key())
 			}
 			if otherServer {
@@ -230,7 +230,7 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 					zap.Uint32("checkpoint_server_id", cp.ServerID), zap.Uint32("source_server_id", srv.ServerID()), zap.String("gtid_set", cp.GTIDSet))
 			}
 			if p.explicitStart {
-				p.log.Warn("--start is ignored: a checkpoint exists; to start elsewhere, delete the key first (redis-cli DEL <key>)",
+				p.log.Warn("--start is ignored: a checkpoint exists; to start elsewhere, use cdc-outbox checkpoint set <position> (or checkpoint reset --yes, then --start)",
 					zap.String("key", p.store.Key()), zap.String("start", cfg.Source.Start))
 			}
 			p.log.Info("resuming from checkpoint", zap.String("key", p.store.Key()), zap.String("file", cp.File),

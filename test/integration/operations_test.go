@@ -1,0 +1,297 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/verify"
+	"github.com/redis/go-redis/v9"
+)
+
+// cli runs `cdc-outbox <args> --config <e's config>` with extra environment
+// and returns its combined output and exit code.
+func (e *env) cli(env []string, args ...string) (string, int) {
+	e.t.Helper()
+	cmd := exec.Command(binary, append(args, "--config", e.config())...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		e.t.Fatalf("%v did not finish:\n%s", args, out.String())
+	}
+	e.t.Logf("cdc-outbox %s (exit %d):\n%s", strings.Join(args, " "), cmd.ProcessState.ExitCode(), out.String())
+	return out.String(), cmd.ProcessState.ExitCode()
+}
+
+// oldestBinlog returns the first file of SHOW BINARY LOGS.
+func (e *env) oldestBinlog() string {
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SHOW BINARY LOGS")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f, _ := r.GetString(0, 0)
+	return f
+}
+
+// publishSome starts a publisher, publishes a small workload, waits until
+// it is all in the topic and stops the publisher with SIGTERM.
+func (e *env) publishSome(seed uint64) *workload.Plan {
+	e.t.Helper()
+	p := e.start()
+	plan := workload.Generate(seed, 0, 20, 300, 1, 20, 100)
+	if err := produce(e.writer(), plan); err != nil {
+		e.t.Fatal(err)
+	}
+	requireOK(e.t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	if code := p.stop(e.t, 30*time.Second); code != 0 {
+		e.t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	return plan
+}
+
+// checkpoint show, status, set (valid, purged file, mid-transaction,
+// publisher running) and reset on the real stack.
+func TestCheckpointCommands(t *testing.T) {
+	e := newEnv(t)
+	e.publishSome(11)
+	cp := e.checkpoint()
+	if cp == nil || cp.Partitions[e.topic] != partitions {
+		t.Fatalf("checkpoint without the topic's partition count: %+v", cp)
+	}
+
+	out, code := e.cli(nil, "checkpoint", "show")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("position    %s:%d", cp.File, cp.Pos)) ||
+		!strings.Contains(out, fmt.Sprintf("partitions  %s=%d", e.topic, partitions)) || !strings.Contains(out, "event time") {
+		t.Fatalf("show: exit %d", code)
+	}
+	out, code = e.cli(nil, "checkpoint", "show", "--json")
+	var shown struct {
+		Key        string
+		Checkpoint struct{ File string }
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || shown.Key != e.key || shown.Checkpoint.File != cp.File {
+		t.Fatalf("show --json: exit %d, %v, %+v", code, err, shown)
+	}
+
+	out, code = e.cli(nil, "status", "--json")
+	var st struct {
+		Checkpoint *struct{ File string }
+		BinlogEnd  struct{ File string } `json:"binlog_end"`
+		LagBytes   *int64                `json:"lag_bytes"`
+		LagSeconds *int64                `json:"lag_seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Checkpoint == nil || st.BinlogEnd.File == "" ||
+		st.LagBytes == nil || *st.LagBytes < 0 || st.LagSeconds == nil {
+		t.Fatalf("status --json: exit %d, %v", code, err)
+	}
+	if out, code = e.cli(nil, "status"); code != 0 || !strings.Contains(out, "lag bytes") || !strings.Contains(out, "binlog end") {
+		t.Fatalf("status: exit %d", code)
+	}
+
+	// A binlog file the server does not have (purged, or never existed).
+	oldest := e.oldestBinlog()
+	out, code = e.cli(nil, "checkpoint", "set", "mariadb-bin.999999:4")
+	if code != 1 || !strings.Contains(out, "oldest available is "+oldest+":4") {
+		t.Fatalf("set to a missing binlog: exit %d, want 1 naming %s:4", code, oldest)
+	}
+	// Inside an event.
+	if out, code = e.cli(nil, "checkpoint", "set", fmt.Sprintf("%s:%d", cp.File, cp.Pos-1)); code != 1 || !strings.Contains(out, "FAILED") {
+		t.Fatalf("set inside an event: exit %d, want 1", code)
+	}
+	// An unparsable GTID set, and a GTID position in file mode: usage.
+	if _, code = e.cli(nil, "checkpoint", "set", "gtid:0-1-2"); code != 2 {
+		t.Fatalf("set gtid in file mode: exit %d, want 2", code)
+	}
+	if out, code = e.cli([]string{"CDC_OUTBOX_SOURCE_POSITION_MODE=gtid"}, "checkpoint", "set", "gtid:not-a-set"); code != 1 || !strings.Contains(out, "not a mariadb GTID set") {
+		t.Fatalf("set to an invalid GTID set: exit %d, want 1", code)
+	}
+	if after := e.checkpoint(); after == nil || after.File != cp.File || after.Pos != cp.Pos {
+		t.Fatalf("a refused set changed the checkpoint: %+v", after)
+	}
+
+	// A valid position: the binlog end right now (a transaction boundary).
+	file, pos := e.masterPos()
+	out, code = e.cli(nil, "checkpoint", "set", fmt.Sprintf("%s:%d", file, pos))
+	if code != 0 || !strings.Contains(out, "old:") || !strings.Contains(out, fmt.Sprintf("position    %s:%d", cp.File, cp.Pos)) ||
+		!strings.Contains(out, fmt.Sprintf("position    %s:%d", file, pos)) {
+		t.Fatalf("set: exit %d", code)
+	}
+	if now := e.checkpoint(); now == nil || now.File != file || now.Pos != pos || now.GTIDSet == "" || now.Partitions[e.topic] != partitions {
+		t.Fatalf("after set: %+v", now)
+	}
+
+	// While the publisher runs (its server_id is registered): refused
+	// without --force.
+	p := e.start()
+	file, pos = e.masterPos()
+	if out, code = e.cli(nil, "checkpoint", "set", fmt.Sprintf("%s:%d", file, pos)); code != 1 || !strings.Contains(out, "seems to be running") {
+		t.Fatalf("set while running: exit %d, want 1", code)
+	}
+	if out, code = e.cli(nil, "checkpoint", "set", "--force", fmt.Sprintf("%s:%d", file, pos)); code != 0 || !strings.Contains(out, "warning: --force") {
+		t.Fatalf("set --force while running: exit %d, want 0", code)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+
+	// reset: needs --yes.
+	if out, code = e.cli(nil, "checkpoint", "reset"); code != 2 || !strings.Contains(out, "add --yes") || e.checkpoint() == nil {
+		t.Fatalf("reset without --yes: exit %d, want 2 and the key kept", code)
+	}
+	if out, code = e.cli(nil, "checkpoint", "reset", "--yes"); code != 0 || !strings.Contains(out, "deleted") || e.checkpoint() != nil {
+		t.Fatalf("reset --yes: exit %d, want 0 and the key gone", code)
+	}
+	if out, code = e.cli(nil, "checkpoint", "show"); code != 0 || !strings.Contains(out, "no checkpoint") {
+		t.Fatalf("show without checkpoint: exit %d", code)
+	}
+	if _, code = e.cli(nil, "status"); code != 1 {
+		t.Fatalf("status without checkpoint: exit %d, want 1", code)
+	}
+}
+
+// check passes on a good setup and names the fix for a missing topic and
+// a missing dead-letter topic.
+func TestCheckCommand(t *testing.T) {
+	e := newEnv(t)
+	out, code := e.cli(nil, "check")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("OK    topic        %s exists, %d partitions", e.topic, partitions)) ||
+		!strings.Contains(out, "OK    redis") || !strings.Contains(out, "OK    outbox") || !strings.Contains(out, "result: OK") {
+		t.Fatalf("check: exit %d, want 0", code)
+	}
+	missing := e.topic + ".missing"
+	out, code = e.cli([]string{"CDC_OUTBOX_ROUTER_TOPIC=" + missing, "CDC_OUTBOX_KAFKA_ON_POISON=dead-letter",
+		"CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC=" + missing + ".dlq"}, "check")
+	if code != 1 || !strings.Contains(out, "FAIL  topic        "+missing+" does not exist: create it") ||
+		!strings.Contains(out, "FAIL  dead-letter  "+missing+".dlq does not exist") || !strings.Contains(out, "result: FAILED") {
+		t.Fatalf("check with missing topics: exit %d, want 1 with FAIL lines", code)
+	}
+	// check never creates a topic.
+	if _, err := sink.Partitions(context.Background(), brokers, missing); err == nil {
+		t.Fatalf("check created %s", missing)
+	}
+}
+
+// alterPartitions raises topic's partition count with Kafka's admin tool
+// and waits until the metadata shows it.
+func alterPartitions(t *testing.T, topic string, n int) {
+	t.Helper()
+	out, err := exec.Command("../../scripts/dev-stack.sh", "kafka-topics", "--alter", "--topic", topic, "--partitions", fmt.Sprint(n)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kafka-topics --alter: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ids, err := sink.Partitions(context.Background(), brokers, topic)
+		if err == nil && len(ids) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d partitions after --alter (%v), want %d", topic, len(ids), err, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A topic whose partition count grew since the checkpoint was written:
+// run refuses (exit 1) naming the change and how to confirm it; check
+// fails; --accept-partition-change starts and stores the new count.
+func TestPartitionIncreaseRefused(t *testing.T) {
+	e := newEnv(t)
+	e.publishSome(12)
+	alterPartitions(t, e.topic, partitions+2)
+
+	p := e.launch()
+	err := <-p.done
+	p.done <- err
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d, want 1 (partition count changed)", code)
+	}
+	want := fmt.Sprintf("%s: %d → %d partitions", e.topic, partitions, partitions+2)
+	if !logHas(p.log, want) || !logHas(p.log, "--accept-partition-change") || !logHas(p.log, "per-conversation order") {
+		b, _ := os.ReadFile(p.log)
+		t.Fatalf("error does not explain the change (%q) and the confirmation:\n%s", want, tail(string(b), 5))
+	}
+	b, _ := os.ReadFile(p.log)
+	t.Logf("refused:\n%s", tail(string(b), 1))
+	if out, code := e.cli(nil, "check"); code != 1 || !strings.Contains(out, "FAIL  checkpoint") || !strings.Contains(out, want) {
+		t.Fatalf("check after the change: exit %d, want 1", code)
+	}
+
+	p = e.start("--accept-partition-change")
+	if !logHas(p.log, "partition count change accepted") {
+		t.Fatal("accepted change not logged")
+	}
+	if cp := e.checkpoint(); cp == nil || cp.Partitions[e.topic] != partitions+2 {
+		t.Fatalf("new count not stored: %+v", cp)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	// Confirmed once: the next start needs no flag.
+	p = e.start()
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+// A lost checkpoint with --recover-checkpoint: run resumes from the
+// position the topic's binlog_txn_end headers give, logs it, and loses
+// nothing committed while the publisher was down.
+func TestRecoverCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	plan := e.publishSome(13)
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	if err := rdb.Del(context.Background(), e.key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	more := workload.Generate(14, 100, 10, 300, 1, 30, 100)
+	if err := produce(e.writer(), more); err != nil {
+		t.Fatal(err)
+	}
+	p := e.start("--recover-checkpoint") // the config says start: latest
+	b, _ := os.ReadFile(p.log)
+	m := regexp.MustCompile(`.*recovering it from the topic.*"resume":"([^"]+)".*`).FindSubmatch(b)
+	if m == nil || !logHas(p.log, `"topic":"`+e.topic+`"`) {
+		t.Fatalf("recovery not logged with position and topic:\n%s", tail(string(b), 10))
+	}
+	t.Logf("recovered:\n%s", m[0])
+	if cp := e.checkpoint(); cp == nil {
+		t.Fatal("no checkpoint stored after recovery")
+	}
+	for k, v := range more.Last {
+		plan.Last[k] = v
+	}
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	// --start and --recover-checkpoint together are a usage error.
+	p = e.launch("--recover-checkpoint", "--start", "latest")
+	err := <-p.done
+	p.done <- err
+	if code := p.cmd.ProcessState.ExitCode(); code != 2 {
+		t.Fatalf("--start with --recover-checkpoint: exit %d, want 2", code)
+	}
+}
