@@ -12,7 +12,7 @@ import (
 )
 
 func TestLagBytes(t *testing.T) {
-	files := []binlog.LogFile{{"b.000003", 1000}, {"b.000004", 5000}, {"b.000005", 700}, {"b.000006", 300}}
+	files := []binlog.LogFile{{Name: "b.000003", Size: 1000}, {Name: "b.000004", Size: 5000}, {Name: "b.000005", Size: 700}, {Name: "b.000006", Size: 300}}
 	pos := func(f string, p uint32) binlog.Position { return binlog.Position{File: f, Pos: p} }
 	for _, tc := range []struct {
 		name      string
@@ -89,7 +89,7 @@ func TestStatusOutput(t *testing.T) {
 	cp := &checkpoint.Checkpoint{File: "b.000005", Pos: 650, GTIDSet: "0-1-10", GTID: "0-1-10", ServerID: 1, Flavor: "mariadb",
 		EventTime: now.Add(-30 * time.Second), UpdatedAt: now.Add(-2 * time.Second), Partitions: map[string]int{"im.events": 8}}
 	st := status{Key: "k", End: binlog.Position{File: "b.000006", Pos: 120, GTIDSet: "0-1-12"}, now: now}
-	st.compute(cp, []binlog.LogFile{{"b.000005", 700}, {"b.000006", 120}})
+	st.compute(cp, []binlog.LogFile{{Name: "b.000005", Size: 700}, {Name: "b.000006", Size: 120}})
 	var b bytes.Buffer
 	st.write(&b)
 	want := `checkpoint   k
