@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -376,10 +375,18 @@ func runReplay(ctx context.Context, cfg Config, plan replayPlan, o replayOptions
 	unhook := context.AfterFunc(ctx, stopRead)
 	defer unhook()
 
+	// Progress counts what was acknowledged (dry run: read): the counter
+	// stage queues each transaction's end with the running event count,
+	// the acknowledgements pop them.
+	type mark struct {
+		end    binlog.Position
+		events int64
+	}
 	var (
 		mu       sync.Mutex
 		read     binlog.Position // end of the last transaction read
-		events   atomic.Int64
+		marks    []mark          // read, not yet acknowledged
+		done     mark            // last acknowledged (dry run: read)
 		finished = make(chan struct{})
 	)
 	toWriter := make(chan binlog.Txn, cfg.Source.TxnBuffer)
@@ -401,9 +408,13 @@ func runReplay(ctx context.Context, cfg Config, plan replayPlan, o replayOptions
 				sum.lastRow, sum.lastEnd = e.Pos.FilePos(), txn.End.FilePos()
 				sum.events++
 			}
-			events.Store(sum.events)
 			mu.Lock()
 			read = txn.End
+			if o.dryRun {
+				done = mark{txn.End, sum.events}
+			} else {
+				marks = append(marks, mark{txn.End, sum.events})
+			}
 			mu.Unlock()
 			if o.dryRun {
 				continue
@@ -424,6 +435,9 @@ func runReplay(ctx context.Context, cfg Config, plan replayPlan, o replayOptions
 			for p := range writer.Acks() {
 				mu.Lock()
 				acked = p
+				for len(marks) > 0 && binlog.ComparePos(marks[0].end, p) <= 0 {
+					done, marks = marks[0], marks[1:]
+				}
 				mu.Unlock()
 			}
 			return nil
@@ -433,7 +447,7 @@ func runReplay(ctx context.Context, cfg Config, plan replayPlan, o replayOptions
 		progress(o.errOut, o.progress, plan, finished, func() (int64, binlog.Position) {
 			mu.Lock()
 			defer mu.Unlock()
-			return events.Load(), read
+			return done.events, done.end
 		})
 	}()
 	err := g.Wait()
@@ -451,8 +465,8 @@ func runReplay(ctx context.Context, cfg Config, plan replayPlan, o replayOptions
 }
 
 // progress prints a line to w every interval until finished is closed:
-// events read, the rate over the interval (events/s), the position of the
-// last transaction read and, when the range is in file:pos terms, the share
+// events acknowledged (dry run: read), the rate over the interval
+// (events/s), the end of the last transaction acknowledged (read) and, when the range is in file:pos terms, the share
 // of the range's bytes done and the ETA at the average byte rate so far.
 func progress(w io.Writer, interval time.Duration, plan replayPlan, finished <-chan struct{}, state func() (int64, binlog.Position)) {
 	t := time.NewTicker(interval)
