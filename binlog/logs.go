@@ -114,7 +114,6 @@ func (s *Server) CheckPosition(p Position) error {
 	}
 	return fmt.Errorf("%w: %s is not between two transactions (the event there is %s): use the end of a transaction, e.g. the binlog_txn_end header of a record or the End_log_pos of a transaction's Xid/COMMIT event",
 		ErrPositionUnavailable, p.FilePos(), typ)
-	return nil
 }
 
 // GTIDSetAt returns the GTID set executed up to p's file:pos on MariaDB
