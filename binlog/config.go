@@ -52,6 +52,11 @@ type Config struct {
 	// TxnBuffer is the number of transactions buffered between the reader
 	// and the sink.
 	TxnBuffer int `yaml:"txn-buffer" env:"TXN_BUFFER"`
+	// BufferBytes bounds the memory of transactions read but not yet
+	// acknowledged by Kafka (payload bytes plus about 128 bytes per event).
+	// Large transactions are passed on in fragments, so memory stays
+	// bounded whatever their size.
+	BufferBytes int64 `yaml:"buffer-bytes" env:"BUFFER_BYTES"`
 }
 
 // DefaultConfig returns the defaults.
@@ -65,6 +70,7 @@ func DefaultConfig() Config {
 		ReadTimeout:     30 * time.Second,
 		ServerIDWait:    20 * time.Second,
 		TxnBuffer:       256,
+		BufferBytes:     32 << 20,
 	}
 }
 
@@ -113,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadTimeout <= c.HeartbeatPeriod {
 		bad("read-timeout", "%s: must exceed heartbeat-period (%s)", c.ReadTimeout, c.HeartbeatPeriod)
+	}
+	if c.BufferBytes < 1<<20 {
+		bad("buffer-bytes", "%d: want at least 1048576 (1 MiB)", c.BufferBytes)
 	}
 	if c.ServerIDWait < 0 {
 		bad("server-id-wait", "%s: want >= 0", c.ServerIDWait)

@@ -89,7 +89,7 @@ func validConfig() Config {
 func TestDefaultConfig(t *testing.T) {
 	d := DefaultConfig()
 	want := Config{Addr: "127.0.0.1:3306", ServerID: 5701, Table: "im_event_outbox", PositionMode: ModeFile,
-		HeartbeatPeriod: 5 * time.Second, ReadTimeout: 30 * time.Second, ServerIDWait: 20 * time.Second, TxnBuffer: 256}
+		HeartbeatPeriod: 5 * time.Second, ReadTimeout: 30 * time.Second, ServerIDWait: 20 * time.Second, TxnBuffer: 256, BufferBytes: 32 << 20}
 	if d != want {
 		t.Errorf("DefaultConfig() = %+v, want %+v", d, want)
 	}
@@ -147,7 +147,7 @@ func TestConfigValidate(t *testing.T) {
 			name: "zero config",
 			mod:  func(c *Config) { *c = Config{} },
 			want: []string{"source.addr:", "source.user:", "source.server-id:", "source.schema:", "source.table:",
-				"source.position-mode:", "source.heartbeat-period:", "source.read-timeout:", "source.txn-buffer:"},
+				"source.position-mode:", "source.heartbeat-period:", "source.read-timeout:", "source.buffer-bytes:", "source.txn-buffer:"},
 		},
 	}
 	for _, c := range cases {

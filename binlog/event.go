@@ -25,9 +25,20 @@ type Event struct {
 // binlog order (possibly none: transactions without outbox rows are passed
 // on so that the checkpoint can advance past them). End is the position
 // right after its XID/COMMIT event: the resumable position.
+//
+// A large transaction comes as fragments: Partial transactions of up to
+// ChunkEvents events or ChunkBytes payload bytes, followed by the final
+// part (Partial false) ending at the commit. A fragment's End is the end of
+// the last complete transaction before it: acknowledging it does not move
+// the checkpoint into the middle of the transaction.
+//
+// Held is the room the transaction holds in the reader's Budget, released
+// by the sink once the transaction is acknowledged (0 without a budget).
 type Txn struct {
-	Events []Event
-	End    Position
+	Events  []Event
+	End     Position
+	Partial bool
+	Held    int64
 }
 
 // Size returns the sum of the events' payload bytes, an estimate of the

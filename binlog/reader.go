@@ -27,6 +27,7 @@ type Reader struct {
 	stop    *stopper // StopAt; nil: stream until cancelled
 
 	schema, table []byte
+	budget        *Budget
 }
 
 // NewReader returns a Reader that starts at from. flavor is the detected
@@ -67,10 +68,19 @@ func (r *Reader) Run(ctx context.Context) error {
 		MaxReconnectAttempts:  1,
 		RenderJSONAsMySQLText: true,
 		Logger:                slog.New(zapHandler{r.log.Named("go-mysql")}),
+		// go-mysql decodes ahead of us into a channel of this many events
+		// (10,240 by default: over 100 MB of decoded rows events); the
+		// byte budget downstream bounds memory, this keeps read-ahead small.
+		EventCacheCount: 512,
 	})
 	defer syncer.Close()
 
 	st := &state{r: r, pos: r.from}
+	if r.stop == nil {
+		// A bounded read (StopAt) keeps transactions whole: a transaction
+		// straddling the stop must not be partly emitted.
+		st.chunk, st.chunkBytes = ChunkEvents, ChunkBytes
+	}
 	var err error
 	if st.gset, err = mysql.ParseGTIDSet(r.flavor, r.from.GTIDSet); err != nil {
 		return fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, r.from.GTIDSet, err)
@@ -98,18 +108,50 @@ func (r *Reader) Run(ctx context.Context) error {
 		if err != nil {
 			return &PositionError{Pos: st.pos, Err: err}
 		}
-		if txn != nil {
-			select {
-			case r.out <- *txn:
-			case <-ctx.Done():
+		for _, frag := range st.ready {
+			if !r.send(ctx, frag) {
 				return nil
 			}
+		}
+		clear(st.ready)
+		st.ready = st.ready[:0]
+		if txn != nil && !r.send(ctx, *txn) {
+			return nil
 		}
 		if done {
 			return nil
 		}
 	}
 }
+
+// Fragment sizes of large transactions (see Txn.Partial).
+const (
+	ChunkEvents = 2000    // events per fragment
+	ChunkBytes  = 2 << 20 // payload bytes per fragment
+)
+
+// send puts a transaction on the output channel, waiting for room in the
+// byte budget first; false when ctx was cancelled.
+func (r *Reader) send(ctx context.Context, t Txn) bool {
+	if r.budget != nil {
+		held, err := r.budget.acquire(ctx, int64(t.Size()))
+		if err != nil {
+			return false
+		}
+		t.Held = held
+	}
+	select {
+	case r.out <- t:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// SetBudget bounds the bytes of transactions between the reader and the
+// sink: Run waits before emitting a transaction until the sink released
+// enough (Budget.Release) of what it holds. Call it before Run.
+func (r *Reader) SetBudget(b *Budget) { r.budget = b }
 
 // state is the framing state machine: it follows rotate events to know the
 // current file, GTID events to know the transaction's GTID, and BEGIN …
@@ -123,6 +165,11 @@ type state struct {
 	inTxn   bool
 	events  []Event
 	columns map[uint64]*columnMap // by table id
+	// chunk > 0 lets a transaction with more than chunk events (or
+	// chunkBytes payload bytes) go out in fragments (Txn.Partial) on
+	// ready, so that memory stays bounded; 0 keeps transactions whole.
+	chunk, chunkBytes, bytes int
+	ready                    []Txn
 	// ddl is the position of the first statement naming the outbox table
 	// seen (ALTER, RENAME, ...): without column names in the table map,
 	// rows after it cannot be mapped with the columns read at start.
@@ -242,7 +289,7 @@ func hasPrefixFold(b []byte, prefix string) bool {
 
 func (st *state) begin() {
 	st.inTxn = true
-	st.events = nil
+	st.events, st.bytes = nil, 0
 }
 
 func (st *state) commit(h *replication.EventHeader) *Txn {
@@ -253,7 +300,7 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 	}
 	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
 	txn := &Txn{Events: st.events, End: st.pos}
-	st.events, st.inTxn, st.gtid = nil, false, ""
+	st.events, st.inTxn, st.gtid, st.bytes = nil, false, "", 0
 	return txn
 }
 
@@ -299,6 +346,14 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 		}
 		ev.Pos = at
 		st.events = append(st.events, ev)
+		st.bytes += len(ev.Payload)
+	}
+	if st.chunk > 0 && (len(st.events) >= st.chunk || st.bytes >= st.chunkBytes) {
+		// A fragment of the open transaction: its End is the end of the
+		// last complete transaction, the position to resume from if the
+		// pipeline stops before this transaction's commit.
+		st.ready = append(st.ready, Txn{Events: st.events, End: st.pos, Partial: true})
+		st.events, st.bytes = nil, 0
 	}
 	return nil
 }

@@ -656,3 +656,39 @@ func TestStateRefusesNonRowOrPartialImages(t *testing.T) {
 		t.Fatalf("full image: %v", err)
 	}
 }
+
+// A transaction larger than the chunk size goes out in Partial fragments
+// whose End is the last complete transaction's end, then the final part.
+func TestStateFragmentsLargeTransactions(t *testing.T) {
+	st := newState(t, mysql.MariaDBFlavor, "")
+	st.chunk, st.chunkBytes = 2, 1<<20
+	before := st.pos
+	steps := []*replication.BinlogEvent{
+		mariaGTID(100, 7, 0), tableMapEv(150, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv1, 200, outboxTM, row(1)),
+		rowsEv(replication.WRITE_ROWS_EVENTv1, 300, outboxTM, row(2), row(3)),
+		rowsEv(replication.WRITE_ROWS_EVENTv1, 400, outboxTM, row(4)),
+		xid(500),
+	}
+	var got []Txn
+	for _, e := range steps {
+		txn, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, st.ready...)
+		st.ready = st.ready[:0]
+		if txn != nil {
+			got = append(got, *txn)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("want a fragment and the final part, got %d txns: %+v", len(got), got)
+	}
+	if !got[0].Partial || len(got[0].Events) != 3 || got[0].End != before {
+		t.Fatalf("fragment = %+v, want 3 events ending at the previous end %v", got[0], before)
+	}
+	if got[1].Partial || len(got[1].Events) != 1 || got[1].End.Pos != 500 || got[1].Events[0].ID != 4 {
+		t.Fatalf("final part = %+v", got[1])
+	}
+}

@@ -43,7 +43,18 @@ type Writer struct {
 	msgs  []kafka.Message
 	bytes int64
 	owner []int // index into pending of the transaction each msg belongs to
+
+	budget Releaser
+	sizes  []int64 // Txn.Held of each pending transaction, released on ack
 }
+
+// Releaser takes back the memory of acknowledged transactions
+// (*binlog.Budget implements it).
+type Releaser interface{ Release(n int64) }
+
+// SetBudget makes the Writer release each transaction's Txn.Held to b once
+// the transaction is acknowledged. Call it before Run.
+func (w *Writer) SetBudget(b Releaser) { w.budget = b }
 
 // NewWriter returns a Writer for a validated Config. balancer must be the
 // partitioner every producer of these topics uses (router.Balancer()).
@@ -159,6 +170,7 @@ func (w *Writer) room() bool {
 func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Position) error {
 	idx := len(*pending)
 	*pending = append(*pending, txn.End)
+	w.sizes = append(w.sizes, txn.Held)
 	for i := range txn.Events {
 		m, err := w.router.Route(&txn.Events[i], txn.End)
 		p, err := Check(&m, err, w.cfg.BatchBytes)
@@ -267,6 +279,14 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 		}
 	}
 	*pending = append((*pending)[:0], (*pending)[n:]...)
+	if w.budget != nil {
+		var done int64
+		for _, b := range w.sizes[:n] {
+			done += b
+		}
+		w.budget.Release(done)
+	}
+	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
 	clear(w.msgs)
 	w.msgs, w.owner, w.bytes = w.msgs[:0], w.owner[:0], 0
 	return nil

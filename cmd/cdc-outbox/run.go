@@ -284,6 +284,9 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 
 	reader := binlog.NewReader(cfg.Source, srv.Flavor(), cols, from, p.log)
 	writer := sink.NewWriter(cfg.Kafka, router.New(cfg.Router), router.Balancer(), p.log)
+	budget := binlog.NewBudget(cfg.Source.BufferBytes)
+	reader.SetBudget(budget)
+	writer.SetBudget(budget)
 	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts},
 		cfg.Checkpoint.Interval, saved, p.log)
 	srv.Close()
