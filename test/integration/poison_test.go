@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/segmentio/kafka-go"
 )
@@ -70,6 +71,18 @@ func createTopic(t *testing.T, topic string, parts int) {
 	defer cc.Close()
 	if err := cc.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: parts, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	// Wait until the topic's metadata is visible, so that readers do not
+	// see it as unknown.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ids, err := sink.Partitions(context.Background(), brokers, topic)
+		if err == nil && len(ids) == parts {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s not visible: %v", topic, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
-	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/redis/go-redis/v9"
@@ -141,35 +140,7 @@ func newEnv(t *testing.T) *env {
 			}
 		}
 	}
-	conn, err := kafka.Dial("tcp", brokers[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctrl, err := conn.Controller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := kafka.Dial("tcp", fmt.Sprintf("%s:%d", ctrl.Host, ctrl.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	if err := cc.CreateTopics(kafka.TopicConfig{Topic: e.topic, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
-	// Wait until the topic's metadata is visible, so that readers do not
-	// see it as unknown.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		ids, err := sink.Partitions(context.Background(), brokers, e.topic)
-		if err == nil && len(ids) == partitions {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s not visible: %v", e.topic, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	createTopic(t, e.topic, partitions)
 	return e
 }
 
