@@ -40,6 +40,10 @@ type Config struct {
 	// Start is where to start when no checkpoint exists: "latest",
 	// "earliest", "<file>:<pos>" or "gtid:<set>". Required on first run.
 	Start string `yaml:"start" env:"START"`
+	// OnPurged decides what a resume from a purged position does: "fail"
+	// (default, also when empty), "earliest" or "latest" (see purged.go,
+	// docs/operations.md).
+	OnPurged string `yaml:"on-purged" env:"ON_PURGED"`
 	// HeartbeatPeriod asks the server for a heartbeat event when the binlog
 	// is idle (MASTER_HEARTBEAT_PERIOD), so that a dead connection is noticed.
 	HeartbeatPeriod time.Duration `yaml:"heartbeat-period" env:"HEARTBEAT_PERIOD"`
@@ -125,6 +129,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ServerIDWait < 0 {
 		bad("server-id-wait", "%s: want >= 0", c.ServerIDWait)
+	}
+	switch c.OnPurged {
+	case "", OnPurgedFail, OnPurgedEarliest, OnPurgedLatest: // "": fail
+	default:
+		bad("on-purged", "%q: want fail, earliest or latest", c.OnPurged)
 	}
 	if c.TxnBuffer < 1 {
 		bad("txn-buffer", "%d: want at least 1", c.TxnBuffer)

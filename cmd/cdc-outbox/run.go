@@ -272,10 +272,12 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			return err
 		}
 	}
-	if cfg.Source.PositionMode == binlog.ModeFile || from.GTIDSet == "" {
-		if err := srv.Available(from); err != nil {
-			return err
-		}
+	// The binlog after from still on the server? (source.on-purged)
+	var skipped bool
+	if from, skipped, err = p.checkResume(ctx, srv, from); err != nil {
+		return err
+	} else if skipped {
+		saved = from
 	}
 	cols, err := srv.Columns()
 	if err != nil {

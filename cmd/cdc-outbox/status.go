@@ -34,6 +34,10 @@ binlog (SHOW BINARY LOG STATUS / SHOW MASTER STATUS):
   lag seconds  now minus the commit time of the last checkpointed transaction
                (1 s resolution); 0 when the checkpoint is at the end. After an
                idle period it includes the idle time: an upper bound.
+  retention    the oldest binlog the server keeps, the server's expiry
+               (binlog_expire_logs_seconds, expire_logs_days) and the headroom:
+               bytes and files from the start of the oldest binlog to the
+               checkpoint; a WARNING when the checkpoint is in the oldest file.
 
 Exit status: 0; 1 when there is no checkpoint, or its binlog file is no
 longer on the server (the publisher could not resume), or it is beyond the
@@ -91,6 +95,8 @@ type status struct {
 	LastEventTime *time.Time `json:"last_event_time"`
 	// AgeSeconds: time since the checkpoint was written, in seconds.
 	AgeSeconds *float64 `json:"age_seconds"`
+	// Retention: how close the checkpoint is to the oldest binlog kept.
+	Retention *retentionStatus `json:"retention"`
 	// Problem: why the exit status is 1; empty when fine.
 	Problem string `json:"problem,omitempty"`
 	now     time.Time
@@ -119,6 +125,11 @@ func readStatus(ctx context.Context, cfg Config, log *zap.Logger) (status, error
 		return st, err
 	}
 	st.compute(cp, files)
+	if ret, err := srv.Retention(); err == nil {
+		st.computeRetention(files, ret)
+	} else {
+		log.Warn("cannot read the binlog expiry settings", zap.Error(err))
+	}
 	return st, nil
 }
 
@@ -239,6 +250,7 @@ func (st status) write(w io.Writer) {
 	} else {
 		line("last event", "%s", st.LastEventTime.Format(time.RFC3339))
 	}
+	st.writeRetention(w)
 	if st.Problem != "" {
 		line("FAILED", "%s", st.Problem)
 	}

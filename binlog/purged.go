@@ -1,0 +1,404 @@
+package binlog
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Policies for a resume position whose binlog was purged (Config.OnPurged).
+const (
+	OnPurgedFail     = "fail"     // stop with ErrPositionUnavailable (default)
+	OnPurgedEarliest = "earliest" // resume at the oldest binlog the server has
+	OnPurgedLatest   = "latest"   // resume at the current end of the binlog
+)
+
+// ErrUnknownGTIDDomain reports a stored MariaDB GTID set naming a domain
+// the server's binlog has never had. MariaDB accepts such a position and
+// streams that server's own domains from their start, so it is refused
+// whatever source.on-purged says.
+// It wraps ErrStart, so it is fatal (IsFatal).
+var ErrUnknownGTIDDomain = fmt.Errorf("%w: GTID domain unknown to the server", ErrStart)
+
+// Purged describes a resume position the server can no longer serve: its
+// binlog file was purged (file mode), or transactions after its GTID set
+// were (GTID mode).
+type Purged struct {
+	// Stored is the position asked for.
+	Stored Position
+	// Oldest is the oldest position available: the first file at 4, with
+	// the GTID set at its start when known.
+	Oldest Position
+	// FilesPurged: binlog files between the stored one and the oldest
+	// available that are gone (by the numeric extension of their names);
+	// -1 when unknown (GTID mode, or names that do not compare).
+	FilesPurged int
+	// Transactions: transactions lost for the purged domains (MariaDB:
+	// the sequence number gap per domain); -1 when unknown.
+	Transactions int64
+	// Domains: the MariaDB domains (or MySQL source UUIDs) whose
+	// transactions were purged, for GTID mode.
+	Domains []string
+}
+
+// Err returns the ErrPositionUnavailable error for p, naming the stored
+// and the oldest available position.
+func (p *Purged) Err() error {
+	if p.Stored.File != "" && len(p.Domains) == 0 {
+		return fmt.Errorf("%w: binlog %s is not on the server (purged, or from another server); oldest available is %s: "+
+			"set source.on-purged: earliest or latest to resume there (what lies between is not published), or cdc-outbox checkpoint set <position>",
+			ErrPositionUnavailable, p.Stored.FilePos(), p.Oldest.FilePos())
+	}
+	return fmt.Errorf("%w: transactions after gtid:%s of %s %s were purged from the server's binlogs (the oldest binlog %s starts at gtid:%s): "+
+		"set source.on-purged: earliest or latest to resume there (what lies between is not published), or cdc-outbox checkpoint set <position>",
+		ErrPositionUnavailable, p.Stored.GTIDSet, plural(len(p.Domains), "domain", "domains"), strings.Join(p.Domains, ", "), p.Oldest.FilePos(), p.Oldest.GTIDSet)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// CheckResume checks that the server can stream from p. In file mode (or
+// without a GTID set) p's file must be on the server; in GTID mode the
+// transactions after p's GTID set must still be in the binlogs (MariaDB:
+// each domain's sequence number at least the one at the start of the
+// oldest binlog; MySQL: p's set contains @@gtid_purged). It returns a
+// non-nil *Purged when they are not, and an error wrapping
+// ErrUnknownGTIDDomain for a MariaDB set naming a domain the server does
+// not know.
+func (s *Server) CheckResume(p Position) (*Purged, error) {
+	if p.IsZero() {
+		return nil, nil
+	}
+	files, err := s.BinaryLogSizes()
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: the server has no binary logs: enable log_bin", ErrServerConfig)
+	}
+	oldest := Position{File: files[0].Name, Pos: 4}
+	if s.cfg.PositionMode != ModeGTID || p.GTIDSet == "" {
+		if slices.ContainsFunc(files, func(f LogFile) bool { return f.Name == p.File }) {
+			return nil, nil
+		}
+		if s.flavor == FlavorMariaDB {
+			oldest.GTIDSet, _ = s.gtidSetAtStart(oldest.File)
+		} else if purged, err := s.queryString("SELECT @@gtid_purged"); err == nil {
+			oldest.GTIDSet = strings.ReplaceAll(purged, "\n", "")
+		}
+		return &Purged{Stored: p, Oldest: oldest, FilesPurged: filesBetween(p.File, oldest.File), Transactions: -1}, nil
+	}
+	switch s.flavor {
+	case FlavorMariaDB:
+		state, err := s.queryString("SELECT @@gtid_binlog_state")
+		if err != nil {
+			return nil, err
+		}
+		if unknown, err := UnknownDomains(p.GTIDSet, state); err != nil {
+			return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
+		} else if len(unknown) > 0 {
+			return nil, unknownDomainError(p, unknown, state)
+		}
+		if oldest.GTIDSet, err = s.gtidSetAtStart(oldest.File); err != nil {
+			return nil, err
+		}
+		domains, lost, err := PurgedDomains(p.GTIDSet, oldest.GTIDSet)
+		if err != nil {
+			return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
+		}
+		if len(domains) == 0 {
+			return nil, nil
+		}
+		return &Purged{Stored: p, Oldest: oldest, FilesPurged: -1, Transactions: lost, Domains: domains}, nil
+	default:
+		purged, err := s.queryString("SELECT @@gtid_purged")
+		if err != nil {
+			return nil, err
+		}
+		oldest.GTIDSet = strings.ReplaceAll(purged, "\n", "")
+		sources, err := mysqlPurgedSources(p.GTIDSet, oldest.GTIDSet)
+		if err != nil {
+			return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
+		}
+		if len(sources) == 0 {
+			return nil, nil
+		}
+		return &Purged{Stored: p, Oldest: oldest, FilesPurged: -1, Transactions: -1, Domains: sources}, nil
+	}
+}
+
+func unknownDomainError(p Position, unknown []uint32, state string) error {
+	ds := make([]string, len(unknown))
+	for i, d := range unknown {
+		ds[i] = strconv.FormatUint(uint64(d), 10)
+	}
+	return fmt.Errorf("%w: the stored GTID set gtid:%s names %s %s, which the server's binlog has never had (@@gtid_binlog_state is %q): "+
+		"MariaDB would accept it and stream the server's own domains from their start. Is source.addr the right server, or was the set edited? "+
+		"Fix: cdc-outbox checkpoint set gtid:<set with the server's domains only> (or <file>:<pos>)",
+		ErrUnknownGTIDDomain, p.GTIDSet, plural(len(ds), "domain", "domains"), strings.Join(ds, ", "), state)
+}
+
+// Skip returns where to resume from under policy (OnPurgedEarliest or
+// OnPurgedLatest) instead of the purged position. Earliest in MariaDB
+// GTID mode keeps each domain at the later of the stored and the oldest
+// available sequence number, so only what was purged is skipped; in
+// MySQL GTID mode it adds @@gtid_purged to the stored set.
+func (s *Server) Skip(pg *Purged, policy string) (Position, error) {
+	switch policy {
+	case OnPurgedLatest:
+		return s.Latest()
+	case OnPurgedEarliest:
+		if s.cfg.PositionMode != ModeGTID || pg.Stored.GTIDSet == "" {
+			return pg.Oldest, nil
+		}
+		if s.flavor == FlavorMariaDB {
+			set, err := mergeLatest(pg.Stored.GTIDSet, pg.Oldest.GTIDSet)
+			if err != nil {
+				return Position{}, fmt.Errorf("%w: %v", ErrStart, err)
+			}
+			return Position{GTIDSet: set}, nil
+		}
+		set, err := mysql.ParseGTIDSet(s.flavor, pg.Stored.GTIDSet)
+		if err != nil {
+			return Position{}, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, pg.Stored.GTIDSet, err)
+		}
+		if pg.Oldest.GTIDSet != "" {
+			if err := set.Update(pg.Oldest.GTIDSet); err != nil {
+				return Position{}, fmt.Errorf("%w: @@gtid_purged %q: %v", ErrStart, pg.Oldest.GTIDSet, err)
+			}
+		}
+		return Position{GTIDSet: set.String()}, nil
+	}
+	return Position{}, fmt.Errorf("%w: source.on-purged %q: want fail, earliest or latest", ErrStart, policy)
+}
+
+// gtidSetAtStart returns the GTID set at the start of a binlog file:
+// MariaDB's BINLOG_GTID_POS(file, 4), falling back to the file's Gtid_list
+// event; "" on MySQL.
+func (s *Server) gtidSetAtStart(file string) (string, error) {
+	if s.flavor != FlavorMariaDB {
+		return "", nil
+	}
+	if set, err := s.GTIDSetAt(Position{File: file, Pos: 4}); err == nil {
+		return set, nil
+	}
+	r, err := s.conn.Execute(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' LIMIT 3", strings.ReplaceAll(file, "'", "''")))
+	if err != nil {
+		return "", fmt.Errorf("binlog: GTID list of %s: %w", file, err)
+	}
+	for i := 0; i < r.RowNumber(); i++ {
+		if typ, _ := r.GetStringByName(i, "Event_type"); typ == "Gtid_list" {
+			info, _ := r.GetStringByName(i, "Info")
+			return strings.Trim(info, "[] "), nil
+		}
+	}
+	return "", nil
+}
+
+func (s *Server) queryString(q string) (string, error) {
+	r, err := s.conn.Execute(q)
+	if err != nil {
+		return "", fmt.Errorf("binlog: %s: %w", q, err)
+	}
+	v, _ := r.GetString(0, 0)
+	return v, nil
+}
+
+// latestPerDomain parses a MariaDB GTID list (gtid_binlog_state or a
+// Gtid_list event: possibly several server ids per domain) into the
+// GTID with the highest sequence number of each domain.
+func latestPerDomain(list string) (map[uint32]*mysql.MariadbGTID, error) {
+	out := map[uint32]*mysql.MariadbGTID{}
+	for _, part := range strings.Split(list, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		g, err := mysql.ParseMariadbGTID(part)
+		if err != nil {
+			return nil, fmt.Errorf("MariaDB GTID %q: %w", part, err)
+		}
+		if cur, ok := out[g.DomainID]; !ok || g.SequenceNumber > cur.SequenceNumber {
+			out[g.DomainID] = g
+		}
+	}
+	return out, nil
+}
+
+// mergeLatest merges two MariaDB GTID lists, keeping the highest sequence
+// number of each domain, in domain order.
+func mergeLatest(a, b string) (string, error) {
+	ma, err := latestPerDomain(a)
+	if err != nil {
+		return "", err
+	}
+	mb, err := latestPerDomain(b)
+	if err != nil {
+		return "", err
+	}
+	for d, g := range mb {
+		if cur, ok := ma[d]; !ok || g.SequenceNumber > cur.SequenceNumber {
+			ma[d] = g
+		}
+	}
+	ids := slices.Sorted(maps.Keys(ma))
+	parts := make([]string, len(ids))
+	for i, d := range ids {
+		parts[i] = ma[d].String()
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// UnknownDomains returns the domains of the MariaDB GTID set stored that
+// do not occur in state (@@gtid_binlog_state: every domain the server's
+// binlog has had), in ascending order.
+func UnknownDomains(stored, state string) ([]uint32, error) {
+	st, err := latestPerDomain(stored)
+	if err != nil {
+		return nil, err
+	}
+	known, err := latestPerDomain(state)
+	if err != nil {
+		return nil, err
+	}
+	var unknown []uint32
+	for d := range st {
+		if _, ok := known[d]; !ok {
+			unknown = append(unknown, d)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown, nil
+}
+
+// PurgedDomains compares a stored MariaDB GTID set with the set at the
+// start of the oldest binlog (its Gtid_list): a domain whose stored
+// sequence number is below the oldest file's (or that the stored set
+// lacks while the oldest file's list has it) lost transactions to a purge.
+// It returns those domains as "domain (stored seq → oldest seq)" and the
+// number of transactions skipped (the sum of the gaps).
+func PurgedDomains(stored, atOldest string) ([]string, int64, error) {
+	st, err := latestPerDomain(stored)
+	if err != nil {
+		return nil, 0, err
+	}
+	old, err := latestPerDomain(atOldest)
+	if err != nil {
+		return nil, 0, err
+	}
+	var ids []uint32
+	for d := range old {
+		ids = append(ids, d)
+	}
+	slices.Sort(ids)
+	var out []string
+	var lost int64
+	for _, d := range ids {
+		o := old[d].SequenceNumber
+		var have uint64
+		if g, ok := st[d]; ok {
+			have = g.SequenceNumber
+		}
+		if have < o {
+			out = append(out, fmt.Sprintf("%d (stored seq %d, oldest binlog starts after seq %d)", d, have, o))
+			lost += int64(o - have)
+		}
+	}
+	return out, lost, nil
+}
+
+// mysqlPurgedSources returns the source UUIDs (with tags) of MySQL's
+// @@gtid_purged that the stored set does not contain.
+func mysqlPurgedSources(stored, purged string) ([]string, error) {
+	if strings.TrimSpace(purged) == "" {
+		return nil, nil
+	}
+	st, err := mysql.ParseMysqlGTIDSet(stored)
+	if err != nil {
+		return nil, err
+	}
+	pu, err := mysql.ParseMysqlGTIDSet(purged)
+	if err != nil {
+		return nil, fmt.Errorf("@@gtid_purged %q: %w", purged, err)
+	}
+	if st.Contain(pu) {
+		return nil, nil
+	}
+	var out []string
+	for _, part := range strings.Split(pu.String(), ",") {
+		one, err := mysql.ParseMysqlGTIDSet(part)
+		if err == nil && !st.Contain(one) {
+			out = append(out, part)
+		}
+	}
+	return out, nil
+}
+
+// filesBetween returns how many binlog files lie from stored up to (not
+// including) oldest, by the numeric extension of their names: the files
+// purged when stored is gone. -1 when the names do not share a base name
+// or stored is not before oldest.
+func filesBetween(stored, oldest string) int {
+	is, io := strings.LastIndexByte(stored, '.'), strings.LastIndexByte(oldest, '.')
+	if is < 0 || io < 0 || stored[:is] != oldest[:io] {
+		return -1
+	}
+	a, errA := strconv.ParseUint(stored[is+1:], 10, 64)
+	b, errB := strconv.ParseUint(oldest[io+1:], 10, 64)
+	if errA != nil || errB != nil || a >= b {
+		return -1
+	}
+	return int(b - a)
+}
+
+// Headroom returns how far p is from the oldest binlog the server keeps:
+// the bytes from the start of the oldest file to p (the whole files before
+// p's plus p.Pos) and how many files precede p's (0: p is in the oldest
+// file, the next purge removes it). ok is false when p's file is not
+// listed (files: SHOW BINARY LOGS, oldest first).
+func Headroom(files []LogFile, p Position) (bytes int64, before int, ok bool) {
+	for i, f := range files {
+		if f.Name == p.File {
+			return bytes + int64(p.Pos), i, true
+		}
+		bytes += f.Size
+	}
+	return 0, 0, false
+}
+
+// Retention is the server's binlog expiry setting.
+type Retention struct {
+	// ExpireSeconds: binlog_expire_logs_seconds (MySQL 8, MariaDB 10.6+);
+	// -1 when the server has no such variable.
+	ExpireSeconds int64 `json:"binlog_expire_logs_seconds"`
+	// ExpireDays: expire_logs_days (fractional on MariaDB; removed in MySQL
+	// 8.4); -1 when the server has no such variable.
+	ExpireDays float64 `json:"expire_logs_days"`
+}
+
+// Retention reads the server's binlog expiry settings.
+func (s *Server) Retention() (Retention, error) {
+	ret := Retention{ExpireSeconds: -1, ExpireDays: -1}
+	r, err := s.conn.Execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('binlog_expire_logs_seconds','expire_logs_days')")
+	if err != nil {
+		return ret, fmt.Errorf("binlog: read binlog expiry settings: %w", err)
+	}
+	for i := 0; i < r.RowNumber(); i++ {
+		k, _ := r.GetString(i, 0)
+		v, _ := r.GetString(i, 1)
+		switch strings.ToLower(k) {
+		case "binlog_expire_logs_seconds":
+			ret.ExpireSeconds, _ = strconv.ParseInt(v, 10, 64)
+		case "expire_logs_days":
+			ret.ExpireDays, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return ret, nil
+}

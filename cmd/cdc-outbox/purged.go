@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"go.uber.org/zap"
+)
+
+// purgedSkips counts the resumes that skipped a purged range under
+// source.on-purged (earliest or latest) in this process; it is logged
+// with each skip (there is no metrics endpoint).
+var purgedSkips atomic.Uint64
+
+// checkResume checks that the server still has what lies after from
+// (binlog.Server.CheckResume). When it was purged, source.on-purged
+// decides: fail returns the ErrPositionUnavailable error naming the
+// stored and the oldest available position; earliest and latest resume
+// there with a Warn, store the new position as the checkpoint at once and
+// report skipped. A position in the oldest binlog file (the next purge
+// removes it) is logged as a Warn.
+func (p *pipeline) checkResume(ctx context.Context, srv *binlog.Server, from binlog.Position) (binlog.Position, bool, error) {
+	pg, err := srv.CheckResume(from)
+	if err != nil {
+		return from, false, err
+	}
+	if pg == nil {
+		p.warnHeadroom(srv, from)
+		return from, false, nil
+	}
+	policy := p.cfg.Source.OnPurged
+	if policy == "" || policy == binlog.OnPurgedFail {
+		return from, false, pg.Err()
+	}
+	to, err := srv.Skip(pg, policy)
+	if err != nil {
+		return from, false, err
+	}
+	fields := []zap.Field{
+		zap.String("key", p.store.Key()), zap.String("on_purged", policy),
+		zap.String("stored", posText(from)), zap.String("oldest_available", posText(pg.Oldest)), zap.String("resume", posText(to)),
+		zap.Uint64("purged_skips", purgedSkips.Add(1)),
+	}
+	if pg.FilesPurged >= 0 {
+		fields = append(fields, zap.Int("files_purged", pg.FilesPurged))
+	}
+	if pg.Transactions >= 0 {
+		fields = append(fields, zap.Int64("transactions_purged", pg.Transactions))
+	}
+	if len(pg.Domains) > 0 {
+		fields = append(fields, zap.Strings("purged_domains", pg.Domains))
+	}
+	if policy == binlog.OnPurgedLatest && to.File != "" {
+		// Skipping to the end also skips every binlog still on the server.
+		if files, err := srv.BinaryLogSizes(); err == nil {
+			if n, _, ok := binlog.Headroom(files, to); ok {
+				fields = append(fields, zap.Int64("available_bytes_skipped", n))
+			}
+		}
+	}
+	p.log.Warn("the checkpoint's binlog was purged from the server: resuming at the "+policy+" position (source.on-purged); "+
+		"the outbox events in between are NOT published (purged bytes unknown; see docs/operations.md, purged binlogs)", fields...)
+	if err := p.store.Save(ctx, checkpoint.Checkpoint{File: to.File, Pos: to.Pos, GTIDSet: to.GTIDSet,
+		ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts}); err != nil {
+		return from, false, err
+	}
+	p.resume = to
+	return to, true, nil
+}
+
+// warnHeadroom logs a Warn when from lies in the oldest binlog file the
+// server keeps: the next purge (binlog expiry, PURGE BINARY LOGS) takes it.
+func (p *pipeline) warnHeadroom(srv *binlog.Server, from binlog.Position) {
+	if from.File == "" {
+		return
+	}
+	files, err := srv.BinaryLogSizes()
+	if err != nil || len(files) < 2 {
+		return // one file: it is also the current one, which is never purged
+	}
+	n, before, ok := binlog.Headroom(files, from)
+	if !ok || before > 0 {
+		return
+	}
+	fields := []zap.Field{zap.String("position", from.FilePos()), zap.Int64("bytes_after_oldest_start", n),
+		zap.Int("binlog_files", len(files))}
+	if ret, err := srv.Retention(); err == nil {
+		fields = append(fields, zap.Int64("binlog_expire_logs_seconds", ret.ExpireSeconds), zap.Float64("expire_logs_days", ret.ExpireDays))
+	}
+	p.log.Warn("the resume position is in the oldest binlog file the server keeps: the next purge removes it; "+
+		"catch up, or raise binlog_expire_logs_seconds (see cdc-outbox status, retention headroom)", fields...)
+}
+
+// posText formats a position as file:pos and/or gtid:set.
+func posText(p binlog.Position) string {
+	switch {
+	case p.File != "" && p.GTIDSet != "":
+		return p.FilePos() + " gtid:" + p.GTIDSet
+	case p.File != "":
+		return p.FilePos()
+	case p.GTIDSet != "":
+		return "gtid:" + p.GTIDSet
+	}
+	return "(none)"
+}
