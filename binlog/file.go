@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -216,6 +217,7 @@ func (r *FileReader) newRun(ctx context.Context) *fileRun {
 func (fr *fileRun) newParser() *replication.BinlogParser {
 	p := replication.NewBinlogParser()
 	p.SetRenderJSONAsMySQLText(true)
+	p.SetTimestampStringLocation(time.UTC) // as Reader: TIMESTAMP text in UTC
 	p.SetRowsEventDecodeFunc(func(e *replication.RowsEvent, data []byte) error {
 		return decodeRowsGuarded(e, data, fr.curType)
 	})

@@ -67,7 +67,10 @@ func (r *Reader) Run(ctx context.Context) error {
 		DisableRetrySync:      true,
 		MaxReconnectAttempts:  1,
 		RenderJSONAsMySQLText: true,
-		Logger:                slog.New(zapHandler{r.log.Named("go-mysql")}),
+		// TIMESTAMP columns as UTC text whatever the host's TZ (go-mysql
+		// formats them in time.Local otherwise); DATETIME has no zone.
+		TimestampStringLocation: time.UTC,
+		Logger:                  slog.New(zapHandler{r.log.Named("go-mysql")}),
 		// go-mysql decodes ahead of us into a channel of this many events
 		// (10,240 by default: over 100 MB of decoded rows events); the
 		// byte budget downstream bounds memory, this keeps read-ahead small.

@@ -286,10 +286,13 @@ func (s *Server) BinaryLogs() ([]string, error) {
 // Latest returns the current end of the binlog: SHOW BINARY LOG STATUS
 // (MySQL 8.4+, MariaDB 10.5.2+) or SHOW MASTER STATUS, with the server's
 // GTID set (Executed_Gtid_Set on MySQL, @@gtid_binlog_pos on MariaDB).
-func (s *Server) Latest() (Position, error) {
-	r, err := s.conn.Execute("SHOW BINARY LOG STATUS")
+func (s *Server) Latest() (Position, error) { return latest(s.conn.Execute, s.flavor) }
+
+// latest is Latest over an Execute function (unit-tested with fakes).
+func latest(exec func(string, ...any) (*mysql.Result, error), flavor string) (Position, error) {
+	r, err := exec("SHOW BINARY LOG STATUS")
 	if code(err) == codeParse {
-		r, err = s.conn.Execute("SHOW MASTER STATUS")
+		r, err = exec("SHOW MASTER STATUS")
 	}
 	if err != nil {
 		return Position{}, fmt.Errorf("binlog: read the current binlog position: %w", err)
@@ -301,11 +304,11 @@ func (s *Server) Latest() (Position, error) {
 	p.File, _ = r.GetString(0, 0)
 	pos, _ := r.GetUint(0, 1)
 	p.Pos = uint32(pos)
-	if s.flavor == FlavorMySQL {
+	if flavor == FlavorMySQL {
 		if set, err := r.GetStringByName(0, "Executed_Gtid_Set"); err == nil {
 			p.GTIDSet = strings.ReplaceAll(set, "\n", "")
 		}
-	} else if g, err := s.conn.Execute("SELECT @@gtid_binlog_pos"); err == nil {
+	} else if g, err := exec("SELECT @@gtid_binlog_pos"); err == nil {
 		p.GTIDSet, _ = g.GetString(0, 0)
 	}
 	return p, nil
