@@ -61,7 +61,17 @@ type Config struct {
 	// Large transactions are passed on in fragments, so memory stays
 	// bounded whatever their size.
 	BufferBytes int64 `yaml:"buffer-bytes" env:"BUFFER_BYTES"`
+	// Backfill: at the first start (no checkpoint), publish the outbox rows
+	// matching BackfillWhere from a consistent snapshot, then stream the
+	// binlog from the snapshot's position (run --backfill; docs/operations.md).
+	Backfill bool `yaml:"backfill" env:"BACKFILL"`
+	// BackfillWhere selects the rows to backfill: those the polling
+	// dispatcher had not sent (an SQL condition on the outbox table).
+	BackfillWhere string `yaml:"backfill-where" env:"BACKFILL_WHERE"`
 }
+
+// DefaultBackfillWhere selects the rows the polling dispatcher had not sent.
+const DefaultBackfillWhere = "status IN ('PENDING','FAILED','SENDING')"
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -75,6 +85,7 @@ func DefaultConfig() Config {
 		ServerIDWait:    20 * time.Second,
 		TxnBuffer:       256,
 		BufferBytes:     32 << 20,
+		BackfillWhere:   DefaultBackfillWhere,
 	}
 }
 

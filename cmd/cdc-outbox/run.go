@@ -28,6 +28,7 @@ func runCommand() *cobra.Command {
 		logLevel  string
 		recoverCP bool
 		accept    bool
+		backfill  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -71,6 +72,9 @@ exit 0.`,
 			if recoverCP {
 				cfg.Checkpoint.Recover = true
 			}
+			if backfill {
+				cfg.Source.Backfill = true
+			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
@@ -81,7 +85,7 @@ exit 0.`,
 			defer func() { _ = log.Sync() }()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			if err := supervise(ctx, cfg, runOptions{explicitStart: explicit, acceptPartitionChange: accept}, log); err != nil {
+			if err := supervise(ctx, cfg, runOptions{explicitStart: explicit, acceptPartitionChange: accept, backfill: backfill}, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
 			}
@@ -95,7 +99,9 @@ exit 0.`,
 	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error")
 	f.BoolVar(&recoverCP, "recover-checkpoint", false, "when the checkpoint is missing but the topic holds records of cdc-outbox, resume from the position their binlog_txn_end headers give (same as checkpoint.recover: true)")
 	f.BoolVar(&accept, "accept-partition-change", false, "start even though a topic's partition count differs from the one stored with the checkpoint, and store the new count")
+	f.BoolVar(&backfill, "backfill", false, "first start only (no checkpoint): publish the outbox rows the polling dispatcher had not sent (source.backfill-where) from a consistent snapshot, then stream the binlog from the snapshot's position")
 	cmd.MarkFlagsMutuallyExclusive("start", "recover-checkpoint")
+	cmd.MarkFlagsMutuallyExclusive("backfill", "start", "recover-checkpoint")
 	return cmd
 }
 
@@ -106,6 +112,8 @@ type runOptions struct {
 	explicitStart bool
 	// acceptPartitionChange: --accept-partition-change.
 	acceptPartitionChange bool
+	// backfill: --backfill (refused when a checkpoint exists).
+	backfill bool
 }
 
 // supervise runs the pipeline, restarting it from the last acknowledged
@@ -121,7 +129,7 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover))
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
-	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: opts.explicitStart, acceptPartitionChange: opts.acceptPartitionChange}
+	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: opts.explicitStart, acceptPartitionChange: opts.acceptPartitionChange, backfillFlag: opts.backfill}
 	defer func() {
 		if p.deadLettered > 0 {
 			log.Warn("poison records were sent to the dead-letter topic; see docs/poison.md to republish them",
@@ -184,6 +192,8 @@ type pipeline struct {
 	parts map[string]int
 	// deadLettered counts the records the sink dead-lettered, over restarts.
 	deadLettered uint64
+	// backfillFlag: --backfill was given (refused when a checkpoint exists).
+	backfillFlag bool
 }
 
 // run connects, resolves the start position and runs the stages once.
@@ -213,6 +223,9 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			return err
 		}
 		if cp != nil {
+			if err := p.refuseBackfill(cp); err != nil {
+				return err
+			}
 			from, saved = cp.Position(), cp.Position()
 			if cp.Flavor != "" && cp.Flavor != srv.Flavor() {
 				return fmt.Errorf("%w: checkpoint %s was written for a %s server but the source is %s", binlog.ErrStart, p.store.Key(), cp.Flavor, srv.Flavor())
@@ -235,6 +248,11 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			}
 			p.log.Info("resuming from checkpoint", zap.String("key", p.store.Key()), zap.String("file", cp.File),
 				zap.Uint32("pos", cp.Pos), zap.String("gtid_set", cp.GTIDSet), zap.Time("updated_at", cp.UpdatedAt))
+		} else if cfg.Source.Backfill && !p.explicitStart {
+			if from, err = p.backfill(ctx, srv); err != nil {
+				return err
+			}
+			saved = from
 		} else {
 			start := cfg.Source.Start
 			if !p.explicitStart {
