@@ -5,7 +5,7 @@ STACK    := scripts/dev-stack.sh
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build demo test unit integration vet faults stack-up stack-down stack-status clean
+.PHONY: all build demo test unit integration vet faults bench stack-up stack-down stack-status clean
 
 all: build
 
@@ -46,3 +46,10 @@ faults:
 	$(STACK) up
 	eval "$$($(STACK) env)" && CDC_FAULTS=full CDC_FAULT_REPORT=$(CURDIR)/fault-matrix.md \
 		$(GO) test -tags integration -count=1 -timeout 120m -v -run 'TestFault' ./test/integration/
+
+## bench: throughput, latency, recovery and the polling dispatcher baseline on the local stack;
+## prints a table and appends it to BENCHMARKS.md (ROWS=1000000 by default)
+ROWS ?= 1000000
+bench: build
+	$(STACK) up
+	eval "$$($(STACK) env)" && $(GO) run ./bench -rows $(ROWS) -bin bin/cdc-outbox -out BENCHMARKS.md
