@@ -43,6 +43,7 @@ func execute(args []string) int {
 	root.AddCommand(statusCommand())
 	root.AddCommand(checkCommand())
 	root.AddCommand(replayCommand())
+	root.AddCommand(pruneCommand())
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ee exitError
