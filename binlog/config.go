@@ -61,6 +61,13 @@ type Config struct {
 	// Large transactions are passed on in fragments, so memory stays
 	// bounded whatever their size.
 	BufferBytes int64 `yaml:"buffer-bytes" env:"BUFFER_BYTES"`
+	// Archive is a directory or glob of archived binlog files (copies of
+	// the server's binlogs): run catches up from them when its resume
+	// position was purged from the server (docs/operations.md).
+	Archive string `yaml:"archive" env:"ARCHIVE"`
+	// SchemaFile holds the outbox table's CREATE TABLE (schema/*.sql), for
+	// binlog files whose table maps carry no column names.
+	SchemaFile string `yaml:"schema-file" env:"SCHEMA_FILE"`
 	// Backfill: at the first start (no checkpoint), publish the outbox rows
 	// matching BackfillWhere from a consistent snapshot, then stream the
 	// binlog from the snapshot's position (run --backfill; docs/operations.md).
