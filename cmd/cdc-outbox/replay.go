@@ -50,6 +50,14 @@ default source.server-id + 1), so it runs beside the live publisher. It
 never connects to Redis: the live checkpoint is untouched. Poison records
 follow kafka.on-poison as for run.
 
+With --binlog-files <dir or glob>, replay reads archived binlog files
+instead (no server connection): --from defaults to the start of the first
+file, --to to the end of the last; a <file>:<pos> must be a transaction
+boundary of one of the files. Column names come from the binlog's table
+maps (binlog_row_metadata=FULL) or from --schema-file / source.schema-file.
+A last file that ends early (copied while the server wrote it) ends the
+replay after its last complete transaction; the summary says where.
+
 Progress (events/s, position, ETA) goes to stderr every --progress; the
 summary (counts per topic, first and last position, transactions) to stdout.
 --dry-run reads the range and prints the summary, publishing nothing.
@@ -65,11 +73,19 @@ range or connection error before anything was published.`,
 				return err
 			}
 			cfg.Source.Start = "" // not used here
+			if o.files != "" && cfg.Source.User == "" {
+				cfg.Source.User = "unused" // no connection: the source section only names the table
+			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
-			if o.from, err = parsePoint("--from", o.fromArg); err != nil {
-				return err
+			if o.fromArg == "" && o.files == "" {
+				return errors.New(`required flag(s) "from" not set`)
+			}
+			if o.fromArg != "" {
+				if o.from, err = parsePoint("--from", o.fromArg); err != nil {
+					return err
+				}
 			}
 			if o.toArg != "" {
 				if o.to, err = parsePoint("--to", o.toArg); err != nil {
@@ -111,7 +127,8 @@ range or connection error before anything was published.`,
 	f.Uint32Var(&serverID, "server-id", 0, "replica server_id of the replay (default: source.server-id + 1)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "read the range and print what would be published; publish nothing")
 	f.DurationVar(&o.progress, "progress", 5*time.Second, "interval of progress lines on stderr")
-	_ = cmd.MarkFlagRequired("from")
+	f.StringVar(&o.files, "binlog-files", "", "read archived binlog files (a directory or a glob) instead of the server; --from defaults to the first file, --to to the end of the last")
+	f.StringVar(&o.schemaFile, "schema-file", "", "with --binlog-files: a file with the outbox table's CREATE TABLE, for binlogs without column names (default: source.schema-file)")
 	return cmd
 }
 
@@ -122,6 +139,8 @@ type replayOptions struct {
 	dryRun         bool
 	progress       time.Duration
 	out, errOut    io.Writer
+	files          string // --binlog-files: read these instead of the server
+	schemaFile     string // --schema-file
 }
 
 // point is a parsed --from or --to: a time, or a file:pos or GTID start.
@@ -212,13 +231,18 @@ type replayPlan struct {
 	logs     []binlog.LogFile // SHOW BINARY LOGS at start, for the progress' ETA
 	flavor   string
 	columns  []string
-	gtid     bool // read by GTID set (--from gtid:<set>)
+	gtid     bool        // read by GTID set (--from gtid:<set>)
+	files    *fileSource // --binlog-files; nil: read from the server
 }
 
 // replay resolves and checks the range (errors: exit 2), then reads and
 // publishes it (errors: exit 1).
 func replay(ctx context.Context, cfg Config, o replayOptions, log *zap.Logger) error {
-	plan, err := planReplay(ctx, cfg, o, log)
+	planner := planReplay
+	if o.files != "" {
+		planner = planFileReplay
+	}
+	plan, err := planner(ctx, cfg, o, log)
 	if err != nil {
 		return err
 	}
@@ -228,12 +252,18 @@ func replay(ctx context.Context, cfg Config, o replayOptions, log *zap.Logger) e
 		fmt.Fprintf(o.out, " (%d bytes of binlog)", n)
 	}
 	fmt.Fprintln(o.out)
+	if plan.files != nil {
+		fmt.Fprintf(o.out, "source: %s (no server connection)\n", plan.files.describeFiles())
+	}
 	if plan.from.File != "" && binlog.ComparePos(plan.from, plan.to) == 0 {
 		fmt.Fprintln(o.out, "nothing to replay: the start is the end of the binlog")
 		return nil
 	}
 	sum, err := runReplay(ctx, cfg, plan, o, id, log)
 	sum.print(o.out)
+	if plan.files != nil {
+		plan.files.report(o.out)
+	}
 	if err != nil {
 		resume := "the start of the range (nothing acknowledged)"
 		if !sum.acked.IsZero() {
@@ -363,9 +393,21 @@ func runReplay(ctx context.Context, cfg Config, plan replayPlan, o replayOptions
 	if plan.gtid {
 		src.PositionMode = binlog.ModeGTID
 	}
-	reader := binlog.NewReader(src, plan.flavor, plan.columns, plan.from, log)
-	if err := reader.StopAt(plan.to); err != nil {
-		return sum, err
+	var reader interface {
+		Run(context.Context) error
+		Txns() <-chan binlog.Txn
+	}
+	if plan.files != nil {
+		if err := plan.files.start(); err != nil {
+			return sum, err
+		}
+		reader = plan.files
+	} else {
+		live := binlog.NewReader(src, plan.flavor, plan.columns, plan.from, log)
+		if err := live.StopAt(plan.to); err != nil {
+			return sum, err
+		}
+		reader = live
 	}
 	rt := replayRouter{inner: router.New(cfg.Router), topic: o.topic, id: id}
 
