@@ -268,7 +268,7 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrRecover, err)
 			}
-			from, err = srv.Resolve(st)
+			from, err = p.resolveStart(srv, st)
 			if err != nil {
 				return fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
 			}
@@ -289,6 +289,10 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 		if err := p.checkPartitions(ctx, nil); err != nil {
 			return err
 		}
+	}
+	// source.archive: catch up from archived binlogs the server purged.
+	if from, saved, err = p.catchUp(ctx, srv, from, saved); err != nil {
+		return err
 	}
 	// The binlog after from still on the server? (source.on-purged)
 	var skipped bool

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Archive catch-up (source.archive): when run's resume position is in a
+// binlog file the server purged, but a copy of it is in the archive, run
+// publishes from the archived files up to the start of the oldest binlog
+// the server still has (a transaction boundary: transactions never span
+// files), then streams from exactly there. No gap: every archived file
+// read must end with the rotate event naming the next one (a copy taken
+// while the server still wrote it does not); no double: the hand-over
+// position is stored as the checkpoint before the live stream starts.
+
+// resolveStart is srv.Resolve, except that a <file>:<pos> start the server
+// no longer has but source.archive holds is accepted as is; catchUp then
+// reads it from the archive.
+func (p *pipeline) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Position, error) {
+	pos, err := srv.Resolve(st)
+	if err == nil || p.cfg.Source.Archive == "" || st.Kind != binlog.StartFilePos || !errors.Is(err, binlog.ErrPositionUnavailable) {
+		return pos, err
+	}
+	pos = binlog.Position{File: st.File, Pos: st.Pos}
+	infos, aerr := archiveInfos(p.cfg.Source.Archive)
+	if aerr != nil {
+		return pos, fmt.Errorf("%w; source.archive: %w", err, aerr)
+	}
+	if archiveIndex(infos, pos.File) < 0 {
+		return pos, fmt.Errorf("%w; source.archive %s does not hold it either (%s)", err, p.cfg.Source.Archive, archiveRange(infos))
+	}
+	if err := binlog.CheckFilePosition(infos[archiveIndex(infos, pos.File)].Path, pos.Pos); err != nil {
+		return pos, fmt.Errorf("source.start %s (from source.archive): %w", pos.FilePos(), err)
+	}
+	return pos, nil
+}
+
+// catchUp returns from and saved unchanged when source.archive is not set,
+// in GTID position mode with a GTID set, or when the server still has
+// from's binlog file; also, with a Warn, when the archive does not hold
+// from's file or its files do not reach the server's oldest binlog without
+// a gap (source.on-purged then decides). Otherwise it publishes the archived transactions
+// after from up to the oldest binlog file on the server, stores that
+// file's start as the checkpoint and returns it as both the position to
+// stream from and the saved one. It repeats while the server purges
+// further during the catch-up.
+func (p *pipeline) catchUp(ctx context.Context, srv *binlog.Server, from, saved binlog.Position) (binlog.Position, binlog.Position, error) {
+	src := p.cfg.Source
+	if src.Archive == "" || from.File == "" || (src.PositionMode == binlog.ModeGTID && from.GTIDSet != "") {
+		return from, saved, nil
+	}
+	for {
+		files, err := srv.BinaryLogs()
+		if err != nil {
+			return from, saved, err
+		}
+		if len(files) == 0 || slices.Contains(files, from.File) {
+			return from, saved, nil
+		}
+		oldest := binlog.Position{File: files[0], Pos: 4}
+		if binlog.ComparePos(from, oldest) >= 0 {
+			return from, saved, nil // not purged: from another server, or not written yet; run's checks report it
+		}
+		// The archive cannot help: say why, and leave the purged position
+		// to source.on-purged (fail by default).
+		cannot := func(why string, err error) (binlog.Position, binlog.Position, error) {
+			p.log.Warn("the resume position's binlog was purged from the server and source.archive cannot bridge it: "+why,
+				zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()), zap.String("archive", src.Archive), zap.Error(err))
+			return from, saved, nil
+		}
+		infos, err := archiveInfos(src.Archive)
+		if err != nil {
+			return cannot("cannot read the archive", err)
+		}
+		i := archiveIndex(infos, from.File)
+		if i < 0 {
+			return cannot("the archive does not hold its file ("+archiveRange(infos)+")", nil)
+		}
+		// The archived files from from's up to the server's oldest: the
+		// oldest itself when archived (read up to its offset 4, i.e.
+		// nothing of it), else the last archived file must rotate to it.
+		j := archiveIndex(infos, oldest.File)
+		read := infos[i:]
+		chain := append(slices.Clone(read), binlog.FileInfo{Name: oldest.File})
+		end := binlog.Position{}
+		if j >= 0 {
+			read, chain, end = infos[i:j+1], infos[i:j+1], oldest
+		}
+		if err := checkChain(chain); err != nil {
+			return cannot("the archived files do not reach the server's oldest binlog without a gap", err)
+		}
+		p.log.Warn("the resume position's binlog was purged from the server: catching up from the archive (source.archive)",
+			zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()),
+			zap.String("archive", src.Archive), zap.String("archive_files", archiveRange(read)))
+		last, err := p.publishArchive(ctx, srv, read, from, end, saved)
+		if err != nil || ctx.Err() != nil {
+			return from, saved, cmpErr(err, ctx.Err())
+		}
+		// Every transaction before oldest:4 is acknowledged: hand over there.
+		oldest.GTIDSet = last.GTIDSet
+		if err := p.store.Save(ctx, checkpoint.Checkpoint{File: oldest.File, Pos: oldest.Pos, GTIDSet: oldest.GTIDSet, GTID: last.GTID,
+			ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), EventTime: last.Time, Partitions: p.parts}); err != nil {
+			return from, saved, err
+		}
+		p.resume = oldest
+		p.log.Info("caught up from the archive: handing over to the server's binlog (stored as the checkpoint)",
+			zap.String("position", oldest.FilePos()), zap.String("gtid_set", oldest.GTIDSet), zap.String("last_archived_transaction", last.FilePos()))
+		from, saved = oldest, oldest
+	}
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// publishArchive publishes the transactions of the archived files after
+// from (up to end when set, else to the end of the last file) with the
+// run's router, sink and checkpoint committer, and returns the end of the
+// last acknowledged transaction (from when there was none). It keeps
+// p.resume at the acknowledged position so that a restart resumes there.
+func (p *pipeline) publishArchive(ctx context.Context, srv *binlog.Server, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
+	cfg := p.cfg
+	cols, err := schemaColumns(cfg.Source.SchemaFile, cfg.Source.Table)
+	if err == nil && cols == nil {
+		cols, err = srv.Columns()
+	}
+	if err != nil {
+		return from, err
+	}
+	paths := make([]string, len(files))
+	for k, fi := range files {
+		paths[k] = fi.Path
+	}
+	reader, err := binlog.NewFileReader(paths, binlog.FileConfig{Schema: cfg.Source.Schema, Table: cfg.Source.Table, Flavor: srv.Flavor(),
+		Columns: cols, Start: from, End: end, TxnBuffer: cfg.Source.TxnBuffer}, p.log)
+	if err != nil {
+		return from, err
+	}
+	writer := sink.NewWriter(cfg.Kafka, router.New(cfg.Router), router.Balancer(), p.log)
+	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts},
+		cfg.Checkpoint.Interval, saved, p.log)
+
+	g, gctx := errgroup.WithContext(context.Background())
+	readCtx, stopRead := context.WithCancel(gctx)
+	defer stopRead()
+	drainCtx, stopDrain := context.WithCancel(gctx)
+	defer stopDrain()
+	unhook := context.AfterFunc(ctx, func() {
+		p.log.Info("signal received: stopping the archive catch-up, flushing, writing the checkpoint")
+		stopRead()
+		time.AfterFunc(cfg.ShutdownTimeout, stopDrain)
+	})
+	defer unhook()
+	g.Go(func() error { return noColumnsHint(reader.Run(readCtx)) })
+	g.Go(func() error { return writer.Run(drainCtx, reader.Txns()) })
+	g.Go(func() error { return committer.Run(drainCtx, writer.Acks()) })
+	err = g.Wait()
+	p.resume = committer.Acked()
+	p.deadLettered += writer.DeadLettered()
+	if err != nil {
+		return p.resume, fmt.Errorf("archive catch-up: %w", err)
+	}
+	res := reader.Result()
+	if ctx.Err() == nil && res.Truncated != nil {
+		return p.resume, fmt.Errorf("archive catch-up: %w", res.Truncated)
+	}
+	p.log.Info("archived binlog files published", zap.Int("transactions", res.Txns), zap.Int("events", res.Events),
+		zap.String("end", res.End.FilePos()), zap.String("stopped_at", fmt.Sprintf("%s:%d", res.StopFile, res.StopOffset)))
+	return res.End, nil
+}
+
+// archiveInfos lists and inspects the archived binlog files.
+func archiveInfos(pattern string) ([]binlog.FileInfo, error) {
+	paths, err := binlog.BinlogFiles(pattern)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]binlog.FileInfo, 0, len(paths))
+	for _, path := range paths {
+		fi, err := binlog.InspectFile(path)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, fi)
+	}
+	return infos, nil
+}
+
+func archiveIndex(infos []binlog.FileInfo, name string) int {
+	return slices.IndexFunc(infos, func(fi binlog.FileInfo) bool { return fi.Name == name })
+}
+
+func archiveRange(infos []binlog.FileInfo) string {
+	if len(infos) == 0 {
+		return "no files"
+	}
+	return fmt.Sprintf("%s … %s", infos[0].Name, infos[len(infos)-1].Name)
+}
