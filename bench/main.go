@@ -58,6 +58,7 @@ type row struct{ name, value, note string }
 type bench struct {
 	rows, convs, payload int
 	bin                  string
+	profile              string
 	run                  string
 	dir                  string
 	table                string
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&b.payload, "payload", 500, "payload bytes")
 	flag.StringVar(&b.bin, "bin", "bin/cdc-outbox", "cdc-outbox binary")
 	out := flag.String("out", "", "append the table to this Markdown file")
+	flag.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the publisher during the drain to this file (then stop after the drain)")
 	flag.Parse()
 	b.run = time.Now().UTC().Format("20060102150405")
 	b.table = "bench_outbox_" + b.run
@@ -85,6 +87,10 @@ func main() {
 	b.rawBinlog(ctx, from, to)
 	b.rawKafka(ctx)
 	b.drain(from, to)
+	if b.profile != "" {
+		fmt.Print(b.render(time.Since(start)))
+		return
+	}
 	b.latency(ctx, 1000, 10*time.Second)
 	b.latency(ctx, 5000, 10*time.Second)
 	b.latency(ctx, 0, 10*time.Second)
@@ -351,8 +357,21 @@ func (b *bench) drain(from, to binlog.Position) {
 	topic := "bench.drain." + b.run
 	createTopic(topic)
 	key := "cdc-outbox:bench:drain:" + b.run
-	p := b.start(b.config(b.table, topic, key), "--start", from.FilePos())
+	args := []string{"--start", from.FilePos()}
+	if b.profile != "" {
+		args = append(args, "--pprof", "127.0.0.1:6061")
+	}
+	p := b.start(b.config(b.table, topic, key), args...)
 	began := time.Now()
+	if b.profile != "" {
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			out, err := exec.Command("curl", "-s", "-o", b.profile, "http://127.0.0.1:6061/debug/pprof/profile?seconds=5").CombinedOutput()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench: profile:", err, string(out))
+			}
+		}()
+	}
 	for binlog.ComparePos(checkpointPos(key), to) < 0 {
 		if time.Since(began) > 10*time.Minute {
 			fail(fmt.Errorf("drain did not finish"))

@@ -53,7 +53,7 @@ const DefaultDeadLetterTopic = "cdc-outbox.dead-letter"
 func DefaultConfig() Config {
 	return Config{
 		Brokers:      []string{"127.0.0.1:9092"},
-		BatchSize:    10000,
+		BatchSize:    2000,
 		BatchBytes:   1000000,
 		WriteTimeout: 10 * time.Second,
 		MaxAttempts:  5,

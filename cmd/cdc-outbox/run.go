@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	_ "net/http/pprof" // --pprof
 	"os/signal"
 	"slices"
 	"strings"
@@ -26,6 +28,7 @@ func runCommand() *cobra.Command {
 		start     string
 		logFormat string
 		logLevel  string
+		pprofAddr string
 		recoverCP bool
 		accept    bool
 		backfill  bool
@@ -85,6 +88,15 @@ exit 0.`,
 			defer func() { _ = log.Sync() }()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if pprofAddr != "" {
+				srv := &http.Server{Addr: pprofAddr, ReadHeaderTimeout: 5 * time.Second}
+				defer srv.Close()
+				go func() { // owned here: closed when run returns
+					if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						log.Warn("pprof server", zap.Error(err))
+					}
+				}()
+			}
 			if err := supervise(ctx, cfg, runOptions{explicitStart: explicit, acceptPartitionChange: accept, backfill: backfill}, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
@@ -97,6 +109,7 @@ exit 0.`,
 	f.StringVar(&start, "start", "", "start position when no checkpoint exists: latest, earliest, <file>:<pos> or gtid:<set>")
 	f.StringVar(&logFormat, "log-format", "", "json or console")
 	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error")
+	f.StringVar(&pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling")
 	f.BoolVar(&recoverCP, "recover-checkpoint", false, "when the checkpoint is missing but the topic holds records of cdc-outbox, resume from the position their binlog_txn_end headers give (same as checkpoint.recover: true)")
 	f.BoolVar(&accept, "accept-partition-change", false, "start even though a topic's partition count differs from the one stored with the checkpoint, and store the new count")
 	f.BoolVar(&backfill, "backfill", false, "first start only (no checkpoint): publish the outbox rows the polling dispatcher had not sent (source.backfill-where) from a consistent snapshot, then stream the binlog from the snapshot's position")
