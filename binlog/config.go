@@ -91,7 +91,7 @@ func DefaultConfig() Config {
 		ReadTimeout:     30 * time.Second,
 		ServerIDWait:    20 * time.Second,
 		TxnBuffer:       256,
-		BufferBytes:     32 << 20,
+		BufferBytes:     16 << 20,
 		BackfillWhere:   DefaultBackfillWhere,
 	}
 }

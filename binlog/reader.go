@@ -74,7 +74,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		// go-mysql decodes ahead of us into a channel of this many events
 		// (10,240 by default: over 100 MB of decoded rows events); the
 		// byte budget downstream bounds memory, this keeps read-ahead small.
-		EventCacheCount: 512,
+		EventCacheCount: 128,
 	})
 	defer syncer.Close()
 
