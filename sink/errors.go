@@ -32,7 +32,7 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // policy.
 var ErrPoison = errors.New("sink: poison record")
 
-// ErrInvalidJSON reports a payload that is not valid JSON (encoding/json's
+// ErrInvalidJSON reports a payload that is not valid JSON (RFC 8259, as
 // json.Valid), possible when the outbox payload column is TEXT/LONGTEXT
 // rather than a checked JSON column.
 var ErrInvalidJSON = errors.New("sink: payload is not valid JSON")
