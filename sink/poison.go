@@ -3,12 +3,12 @@ package sink
 import (
 	"errors"
 	"fmt"
-	json "github.com/segmentio/encoding/json" // Valid is 3x encoding/json's (BenchmarkValid*)
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/router"
+	json "github.com/segmentio/encoding/json" // Valid is 3x encoding/json's (BenchmarkValid*)
 	"github.com/segmentio/kafka-go"
 )
 
