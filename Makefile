@@ -24,6 +24,8 @@ test: vet unit
 
 unit:
 	$(GO) test -count=1 -race ./...
+	# a short fuzz run of the binlog file reader, seeded with the recorded binlogs
+	$(GO) test -run '^$$' -fuzz FuzzFileReader -fuzztime 20s ./binlog/
 
 vet:
 	$(GO) vet ./...
