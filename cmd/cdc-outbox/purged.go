@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
@@ -72,8 +73,9 @@ func (p *pipeline) checkResume(ctx context.Context, srv *binlog.Server, from bin
 
 // warnHeadroom logs a Warn when from lies in the oldest binlog file the
 // server keeps: the next purge (binlog expiry, PURGE BINARY LOGS) takes it.
+// It is rate-limited to once per 10 minutes across pipeline restarts.
 func (p *pipeline) warnHeadroom(srv *binlog.Server, from binlog.Position) {
-	if from.File == "" {
+	if from.File == "" || time.Since(p.headroomWarned) < 10*time.Minute {
 		return
 	}
 	files, err := srv.BinaryLogSizes()
@@ -89,6 +91,7 @@ func (p *pipeline) warnHeadroom(srv *binlog.Server, from binlog.Position) {
 	if ret, err := srv.Retention(); err == nil {
 		fields = append(fields, zap.Int64("binlog_expire_logs_seconds", ret.ExpireSeconds), zap.Float64("expire_logs_days", ret.ExpireDays))
 	}
+	p.headroomWarned = time.Now()
 	p.log.Warn("the resume position is in the oldest binlog file the server keeps: the next purge removes it; "+
 		"catch up, or raise binlog_expire_logs_seconds (see cdc-outbox status, retention headroom)", fields...)
 }

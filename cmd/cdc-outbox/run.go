@@ -205,6 +205,8 @@ type pipeline struct {
 	parts map[string]int
 	// deadLettered counts the records the sink dead-lettered, over restarts.
 	deadLettered uint64
+	// headroomWarned: when the oldest-binlog warning was last logged.
+	headroomWarned time.Time
 	// backfillFlag: --backfill was given (refused when a checkpoint exists).
 	backfillFlag bool
 }
