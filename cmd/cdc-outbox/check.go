@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
@@ -48,8 +46,7 @@ configuration errors.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			r := &checkReport{w: cmd.OutOrStdout()}
 			runChecks(ctx, cfg, r, log)
 			r.summary()

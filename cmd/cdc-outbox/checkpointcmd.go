@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -133,8 +131,7 @@ partition counts stored with it. Exit status 0 also when there is none;
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			store := checkpoint.NewStore(cfg.Checkpoint)
 			defer store.Close()
 			out := cmd.OutOrStdout()
@@ -228,8 +225,7 @@ running publisher overwrites the checkpoint at its next write.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			return checkpointSet(ctx, cfg, st, force, cmd.OutOrStdout(), log)
 		},
 	}
@@ -333,8 +329,7 @@ A running publisher writes the key again at its next write: stop it first.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			store := checkpoint.NewStore(cfg.Checkpoint)
 			defer store.Close()
 			out := cmd.OutOrStdout()

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -85,8 +83,7 @@ Republishing the same event twice publishes it twice.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			sum, err := republish(ctx, cfg, republishOptions{ids: want, dryRun: dryRun, out: cmd.OutOrStdout()}, log)
 			if err != nil {
 				return err

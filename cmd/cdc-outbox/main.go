@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -45,7 +47,10 @@ func execute(args []string) int {
 	root.AddCommand(replayCommand())
 	root.AddCommand(pruneCommand())
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
+	// Every command's context (cmd.Context()) ends on SIGINT or SIGTERM.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
 		var ee exitError
 		if errors.As(err, &ee) {
 			return ee.code

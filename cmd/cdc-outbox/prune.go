@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -86,8 +84,7 @@ deleted before is reported); 2 usage, configuration or connection error.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			o.out = cmd.OutOrStdout()
 			return prune(ctx, cfg, o, log)
 		},

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -113,8 +111,7 @@ range or connection error before anything was published.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			o.out, o.errOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return replay(ctx, cfg, o, log)
 		},

@@ -7,10 +7,8 @@ import (
 	"maps"
 	"net/http"
 	_ "net/http/pprof" // --pprof
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -86,8 +84,7 @@ exit 0.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			if pprofAddr != "" {
 				srv := &http.Server{Addr: pprofAddr, ReadHeaderTimeout: 5 * time.Second}
 				defer srv.Close()

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/router"
@@ -51,8 +49,7 @@ missing events until they arrive. Memory: one bit per event id in the range.`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			rep, err := runVerify(ctx, cfg, verifyOptions{topics: topics, sinceID: sinceID, untilID: untilID,
 				wait: wait, progress: progressEvry, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()})
 			if err != nil {
