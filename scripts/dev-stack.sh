@@ -83,7 +83,7 @@ pid_alive() {
   pid=$(tr -dc '0-9' <"$file")
   [[ -n $pid ]] || return 1
   [[ -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$pattern" || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -- "$pattern" >/dev/null || return 1
   echo "$pid"
 }
 
@@ -256,7 +256,7 @@ mariadb_provision() {
   pw_sql=${MYSQL_ROOT_PASSWORD//\\/\\\\}
   pw_sql=${pw_sql//\'/\\\'}
   db_sql=${MYSQL_DB//\`/\`\`}
-  if mariadb_sql_tcp "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME='$db_sql'" 2>/dev/null | grep -q 1; then
+  if mariadb_sql_tcp "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME='$db_sql'" 2>/dev/null | grep 1 >/dev/null; then
     return 0
   fi
   log "mariadb: provisioning root@localhost/root@127.0.0.1 password and database '$MYSQL_DB'"
@@ -563,7 +563,7 @@ start_kafka() {
   local deadline=$((SECONDS + TIMEOUT))
   # 1) the server says it started and the port is open
   until port_open "$KAFKA_PORT" &&
-    tail -c +"$((log_offset + 1))" "$KAFKA_LOG" 2>/dev/null | grep -q 'Kafka Server started'; do
+    tail -c +"$((log_offset + 1))" "$KAFKA_LOG" 2>/dev/null | grep 'Kafka Server started' >/dev/null; do
     [[ -d /proc/$pid ]] || { rm -f "$KAFKA_PID"; fail_with_log kafka "$KAFKA_LOG" "broker exited during startup"; }
     ((SECONDS < deadline)) || fail_with_log kafka "$KAFKA_LOG" "not started within ${TIMEOUT}s"
     sleep 0.5
