@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
 )
 
 // Column names of the outbox table (schema/*.sql). Extra columns (status,
@@ -28,6 +31,25 @@ var requiredColumns = []string{ColID, ColEventType, ColConversationID, ColMessag
 type columnMap struct {
 	id, eventType, conversationID, messageID, seqNo, senderID, receiverID, payload, createdAt int
 	n                                                                                         int // number of columns in the row image
+	// createdAtDec is the fractional-second digits of created_at
+	// (DATETIME(n)/TIMESTAMP(n), from the table map's column metadata):
+	// go-mysql decodes it to a time.Time (ParseTime), rendered with
+	// exactly this many digits, as the server prints it.
+	createdAtDec int
+}
+
+// setTable records what the table map tells about the mapped columns: the
+// fractional-second digits of created_at (ColumnMeta of a DATETIME2 or
+// TIMESTAMP2 column; the old DATETIME/TIMESTAMP types have none).
+func (m *columnMap) setTable(t *replication.TableMapEvent) {
+	m.createdAtDec = 0
+	if t == nil || m.createdAt < 0 || m.createdAt >= len(t.ColumnType) || m.createdAt >= len(t.ColumnMeta) {
+		return
+	}
+	switch t.ColumnType[m.createdAt] {
+	case mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
+		m.createdAtDec = min(int(t.ColumnMeta[m.createdAt]), 6)
+	}
 }
 
 // newColumnMap maps required column names to indexes. names are the
@@ -84,7 +106,7 @@ func (m *columnMap) decodeRow(row []any) (Event, error) {
 	field(ColSenderID, m.senderID, func(v any) (err error) { e.SenderID, err = asInt64(v); return })
 	field(ColReceiverID, m.receiverID, func(v any) (err error) { e.ReceiverID, err = asInt64(v); return })
 	field(ColPayload, m.payload, func(v any) (err error) { e.Payload, err = asBytes(v); return })
-	field(ColCreatedAt, m.createdAt, func(v any) (err error) { e.CreatedAt, err = asTimeString(v); return })
+	field(ColCreatedAt, m.createdAt, func(v any) (err error) { e.CreatedAt, err = asTimeString(v, m.createdAtDec); return })
 	return e, err
 }
 
@@ -164,16 +186,60 @@ func asBytes(v any) ([]byte, error) {
 	return nil, fmt.Errorf("unexpected type %T", v)
 }
 
-func asTimeString(v any) (string, error) {
+// asTimeString renders a DATETIME/TIMESTAMP value as the server prints it:
+// "YYYY-MM-DD hh:mm:ss" plus dec fractional digits. go-mysql gives a
+// time.Time (ParseTime; TIMESTAMP as an instant, rendered in UTC, DATETIME
+// as wall-clock time in UTC) or, for zero dates and years before 1970, text.
+func asTimeString(v any, dec int) (string, error) {
 	switch x := v.(type) {
 	case string:
 		return x, nil
 	case []byte:
 		return string(x), nil
 	case time.Time:
-		return x.UTC().Format("2006-01-02 15:04:05.999999"), nil
+		var b [32]byte
+		return string(appendDatetime(b[:0], x.UTC(), dec)), nil
 	case nil:
 		return "", nil
 	}
 	return "", fmt.Errorf("unexpected type %T", v)
+}
+
+// appendDatetime appends t as "YYYY-MM-DD hh:mm:ss[.f{dec}]" (dec 0 to 6
+// digits, truncated as MySQL stores them), without fmt: this runs for every
+// row of a drain.
+func appendDatetime(b []byte, t time.Time, dec int) []byte {
+	pad := func(b []byte, v, width int) []byte {
+		var d [10]byte
+		i := len(d)
+		for v > 0 || i > len(d)-width {
+			i--
+			d[i] = byte('0' + v%10)
+			v /= 10
+		}
+		return append(b, d[i:]...)
+	}
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	b = pad(b, y, 4)
+	b = append(b, '-')
+	b = pad(b, int(mo), 2)
+	b = append(b, '-')
+	b = pad(b, d, 2)
+	b = append(b, ' ')
+	b = pad(b, h, 2)
+	b = append(b, ':')
+	b = pad(b, mi, 2)
+	b = append(b, ':')
+	b = pad(b, s, 2)
+	if dec > 0 {
+		dec = min(dec, 6)
+		frac := t.Nanosecond() / 1000
+		for i := dec; i < 6; i++ {
+			frac /= 10
+		}
+		b = append(b, '.')
+		b = pad(b, frac, dec)
+	}
+	return b
 }

@@ -135,10 +135,10 @@ func TestDecodeRow(t *testing.T) {
 				SenderID: 13, ReceiverID: 14, Payload: []byte("{}"), CreatedAt: "2026-11-29 10:00:00"},
 		},
 		{
-			name: "created_at as time.Time (parseTime) is formatted in UTC",
-			row:  outboxRow(int64(1), "e", int64(1), int64(1), int64(1), int64(1), int64(1), payload, time.Date(2026, 11, 29, 10, 0, 0, 500000000, time.UTC)),
+			name: "created_at as time.Time (parseTime) is formatted in UTC, digits as the column's (0 here)",
+			row:  outboxRow(int64(1), "e", int64(1), int64(1), int64(1), int64(1), int64(1), payload, time.Date(2026, 11, 29, 19, 0, 0, 500000000, time.FixedZone("UTC+9", 9*3600))),
 			want: Event{ID: 1, EventType: "e", ConversationID: 1, MessageID: 1, SeqNo: 1,
-				SenderID: 1, ReceiverID: 1, Payload: payload, CreatedAt: "2026-11-29 10:00:00.5"},
+				SenderID: 1, ReceiverID: 1, Payload: payload, CreatedAt: "2026-11-29 10:00:00"},
 		},
 		{
 			name: "NULL created_at is tolerated as empty",

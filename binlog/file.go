@@ -217,6 +217,7 @@ func (r *FileReader) newRun(ctx context.Context) *fileRun {
 func (fr *fileRun) newParser() *replication.BinlogParser {
 	p := replication.NewBinlogParser()
 	p.SetRenderJSONAsMySQLText(true)
+	p.SetParseTime(true)                   // as Reader: DATETIME/TIMESTAMP as time.Time
 	p.SetTimestampStringLocation(time.UTC) // as Reader: TIMESTAMP text in UTC
 	p.SetRowsEventDecodeFunc(func(e *replication.RowsEvent, data []byte) error {
 		return decodeRowsGuarded(e, data, fr.curType)

@@ -182,30 +182,67 @@ func decodeCrafted(t *testing.T, p *replication.BinlogParser, tableID byte, sign
 	return e.Event.(*replication.RowsEvent).Rows[0]
 }
 
-// TIMESTAMP columns decode as UTC text whatever the host's time zone
-// (go-mysql formats them in time.Local unless told otherwise); DATETIME(6)
-// decodes as the stored wall-clock text, microseconds included.
+// TIMESTAMP columns render as UTC text whatever the host's time zone
+// (an instant: go-mysql would use time.Local); DATETIME(6) as the stored
+// wall-clock text, all six digits kept; the digits come from the table
+// map's column metadata.
 func TestTimestampUTCWhateverTZ(t *testing.T) {
 	saved := time.Local
 	t.Cleanup(func() { time.Local = saved })
 	for _, zone := range []*time.Location{time.UTC, time.FixedZone("UTC+9", 9*3600), time.FixedZone("UTC-7", -7*3600)} {
 		time.Local = zone // as TZ=Asia/Tokyo etc. would set it
-		row := decodeCrafted(t, (&fileRun{r: &FileReader{}, flavor: FlavorMySQL}).newParser(), 60, true, 1)
-		if row[1] != "2025-11-29 10:00:00" {
-			t.Errorf("TZ %s: TIMESTAMP = %v, want 2025-11-29 10:00:00 (UTC)", zone, row[1])
+		p := (&fileRun{r: &FileReader{}, flavor: FlavorMySQL}).newParser()
+		row := decodeCrafted(t, p, 60, true, 1)
+		if s, err := asTimeString(row[1], 0); err != nil || s != "2025-11-29 10:00:00" {
+			t.Errorf("TZ %s: TIMESTAMP = %q, %v, want 2025-11-29 10:00:00 (UTC)", zone, s, err)
 		}
-		if row[2] != "2026-11-29 10:00:00.123456" {
-			t.Errorf("TZ %s: DATETIME(6) = %v, want 2026-11-29 10:00:00.123456", zone, row[2])
+		var m columnMap
+		m.createdAt = 2
+		m.setTable(craftedTable(t, p, 60))
+		if m.createdAtDec != 6 {
+			t.Errorf("created_at digits from the table map = %d, want 6", m.createdAtDec)
 		}
-		if s, err := asTimeString(row[2]); err != nil || s != "2026-11-29 10:00:00.123456" {
-			t.Errorf("TZ %s: created_at = %q, %v", zone, s, err)
+		if s, err := asTimeString(row[2], m.createdAtDec); err != nil || s != "2026-11-29 10:00:00.123456" {
+			t.Errorf("TZ %s: created_at = %q, %v, want 2026-11-29 10:00:00.123456", zone, s, err)
 		}
 	}
-	// Without the setting go-mysql would have used the host's zone.
-	time.Local = time.FixedZone("UTC+9", 9*3600)
-	plain := replication.NewBinlogParser()
-	if row := decodeCrafted(t, plain, 61, true, 1); row[1] != "2025-11-29 19:00:00" {
-		t.Logf("go-mysql's default TIMESTAMP rendering changed: %v", row[1])
+}
+
+// craftedTable returns the table map decodeCrafted registered under id.
+func craftedTable(t *testing.T, p *replication.BinlogParser, id byte) *replication.TableMapEvent {
+	t.Helper()
+	e, err := p.Parse(rawEvent(replication.TABLE_MAP_EVENT, tableMapBody(id, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Event.(*replication.TableMapEvent)
+}
+
+// created_at renders exactly as the server prints DATETIME(n): n digits,
+// trailing zeros kept, digits beyond n truncated; zero dates and years
+// before 1970 come from go-mysql as text and pass through.
+func TestAsTimeString(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 120_000_000, time.UTC)
+	for _, c := range []struct {
+		v    any
+		dec  int
+		want string
+	}{
+		{at, 0, "2026-01-02 03:04:05"},
+		{at, 1, "2026-01-02 03:04:05.1"},
+		{at, 3, "2026-01-02 03:04:05.120"},
+		{at, 6, "2026-01-02 03:04:05.120000"},
+		{time.Date(2026, 12, 31, 23, 59, 59, 999_999_000, time.UTC), 6, "2026-12-31 23:59:59.999999"},
+		{time.Date(2026, 12, 31, 23, 59, 59, 999_999_000, time.UTC), 2, "2026-12-31 23:59:59.99"},
+		{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), 0, "9999-12-31 00:00:00"},
+		{time.Date(2026, 1, 2, 12, 0, 0, 0, time.FixedZone("UTC+9", 9*3600)), 0, "2026-01-02 03:00:00"},
+		{"0000-00-00 00:00:00", 0, "0000-00-00 00:00:00"},
+		{"1969-07-20 20:17:40.000000", 6, "1969-07-20 20:17:40.000000"},
+		{nil, 0, ""},
+	} {
+		if got, err := asTimeString(c.v, c.dec); err != nil || got != c.want {
+			t.Errorf("asTimeString(%v, %d) = %q, %v; want %q", c.v, c.dec, got, err, c.want)
+		}
 	}
 }
 

@@ -86,27 +86,54 @@ func (r *Router) Topic(eventType string) (string, error) {
 // and headers.
 func (r *Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
 	topic, terr := r.Topic(e.EventType)
+	// One allocation for every header value and the key: the values are
+	// sub-slices of buf, each capped so that appending to one cannot
+	// overwrite the next. Decimal int64 values take at most 20 bytes.
+	n := 5*20 + 20 + 20 + len(e.EventType) + len(e.CreatedAt) + len(e.Pos.File) + 11 + len(end.File) + 11 + len(e.Pos.GTID)
+	buf := make([]byte, 0, n)
+	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
+	var at int
 	h := make([]kafka.Header, 0, 10)
-	h = append(h,
-		kafka.Header{Key: HeaderEventID, Value: strconv.AppendUint(nil, e.ID, 10)},
-		kafka.Header{Key: HeaderEventType, Value: []byte(e.EventType)},
-		kafka.Header{Key: HeaderMessageID, Value: strconv.AppendInt(nil, e.MessageID, 10)},
-		kafka.Header{Key: HeaderSeqNo, Value: strconv.AppendInt(nil, e.SeqNo, 10)},
-		kafka.Header{Key: HeaderSenderID, Value: strconv.AppendInt(nil, e.SenderID, 10)},
-		kafka.Header{Key: HeaderReceiverID, Value: strconv.AppendInt(nil, e.ReceiverID, 10)},
-		kafka.Header{Key: HeaderCreatedAt, Value: []byte(e.CreatedAt)},
-		kafka.Header{Key: HeaderBinlogPos, Value: []byte(e.Pos.FilePos())},
-		kafka.Header{Key: HeaderTxnEnd, Value: []byte(end.FilePos())},
-	)
-	if e.Pos.GTID != "" {
-		h = append(h, kafka.Header{Key: HeaderGTID, Value: []byte(e.Pos.GTID)})
+	add := func(key string) {
+		h = append(h, kafka.Header{Key: key, Value: cut(at)})
+		at = len(buf)
 	}
+	buf = strconv.AppendUint(buf, e.ID, 10)
+	add(HeaderEventID)
+	buf = append(buf, e.EventType...)
+	add(HeaderEventType)
+	buf = strconv.AppendInt(buf, e.MessageID, 10)
+	add(HeaderMessageID)
+	buf = strconv.AppendInt(buf, e.SeqNo, 10)
+	add(HeaderSeqNo)
+	buf = strconv.AppendInt(buf, e.SenderID, 10)
+	add(HeaderSenderID)
+	buf = strconv.AppendInt(buf, e.ReceiverID, 10)
+	add(HeaderReceiverID)
+	buf = append(buf, e.CreatedAt...)
+	add(HeaderCreatedAt)
+	buf = appendFilePos(buf, e.Pos)
+	add(HeaderBinlogPos)
+	buf = appendFilePos(buf, end)
+	add(HeaderTxnEnd)
+	if e.Pos.GTID != "" {
+		buf = append(buf, e.Pos.GTID...)
+		add(HeaderGTID)
+	}
+	buf = strconv.AppendInt(buf, e.ConversationID, 10)
 	return kafka.Message{
 		Topic:   topic,
-		Key:     strconv.AppendInt(nil, e.ConversationID, 10),
+		Key:     cut(at),
 		Value:   e.Payload,
 		Headers: h,
 	}, terr
+}
+
+// appendFilePos appends p as "file:pos" (binlog.Position.FilePos).
+func appendFilePos(b []byte, p binlog.Position) []byte {
+	b = append(b, p.File...)
+	b = append(b, ':')
+	return strconv.AppendUint(b, uint64(p.Pos), 10)
 }
 
 // ValidTopic reports why Kafka would reject the topic name t, or nil.

@@ -63,6 +63,12 @@ func TestRoute(t *testing.T) {
 		h := map[string]string{}
 		for _, x := range m.Headers {
 			h[x.Key] = string(x.Value)
+			if cap(x.Value) != len(x.Value) {
+				t.Errorf("header %s: cap %d > len %d: an append would overwrite the next value", x.Key, cap(x.Value), len(x.Value))
+			}
+		}
+		if cap(m.Key) != len(m.Key) {
+			t.Errorf("key: cap %d > len %d", cap(m.Key), len(m.Key))
 		}
 		want := map[string]string{HeaderEventID: "42", HeaderEventType: "message.created", HeaderMessageID: "7", HeaderSeqNo: "3",
 			HeaderSenderID: "5", HeaderReceiverID: "6", HeaderCreatedAt: "2026-11-29 10:00:00",
@@ -99,6 +105,20 @@ func TestConfigValidate(t *testing.T) {
 		cfg := Config{Topic: c.topic}
 		if err := cfg.Validate(); (err == nil) != c.ok {
 			t.Errorf("Validate(%q) = %v", c.topic, err)
+		}
+	}
+}
+
+func BenchmarkRoute(b *testing.B) {
+	ev := binlog.Event{ID: 1234567, EventType: "message.created", ConversationID: 100001, MessageID: 7654321, SeqNo: 42,
+		SenderID: 5001, ReceiverID: 5002, Payload: bytes.Repeat([]byte("x"), 500), CreatedAt: "2026-11-29 10:00:00.123456",
+		Pos: binlog.Position{File: "mariadb-bin.000001", Pos: 123456789, GTID: "0-1-99999"}}
+	end := binlog.Position{File: "mariadb-bin.000001", Pos: 123999999}
+	r := New(Config{Topic: "im.events"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Route(&ev, end); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
