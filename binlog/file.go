@@ -107,6 +107,10 @@ type FileReader struct {
 
 	// parserHook, when set (tests), adjusts the go-mysql parser.
 	parserHook func(*replication.BinlogParser)
+	// slowRows (tests) decodes every rows event with go-mysql, as before
+	// the fast path (fastrows.go), to compare the two.
+	slowRows bool
+	decoders []*rowsDecoder // the fast decoders of the files read (tests)
 }
 
 // NewFileReader returns a FileReader over paths, in binlog order (see
@@ -219,8 +223,17 @@ func (fr *fileRun) newParser() *replication.BinlogParser {
 	p.SetRenderJSONAsMySQLText(true)
 	p.SetParseTime(true)                   // as Reader: DATETIME/TIMESTAMP as time.Time
 	p.SetTimestampStringLocation(time.UTC) // as Reader: TIMESTAMP text in UTC
+	dec := newRowsDecoder(fr.r.cfg.Schema, fr.r.cfg.Table)
+	fr.r.decoders = append(fr.r.decoders, dec)
 	p.SetRowsEventDecodeFunc(func(e *replication.RowsEvent, data []byte) error {
-		return decodeRowsGuarded(e, data, fr.curType)
+		if fr.r.slowRows {
+			pos, err := e.DecodeHeader(data)
+			if err != nil {
+				return err
+			}
+			return decodeRowsGuarded(e, data, pos, fr.curType)
+		}
+		return dec.decodeWith(e, data, func(pos int) error { return decodeRowsGuarded(e, data, pos, fr.curType) })
 	})
 	p.SetFlavor(fr.flavor)
 	if fr.r.parserHook != nil {
@@ -410,12 +423,8 @@ const maxUncompressed = 1 << 30
 // forever or allocate without bound on corrupt input: row data when no
 // column is in the event's bitmaps (each row image would then consume no
 // byte), and a compressed body declaring more than maxUncompressed bytes.
-func decodeRowsGuarded(e *replication.RowsEvent, data []byte, typ replication.EventType) error {
-	pos, err := e.DecodeHeader(data)
-	if err != nil || pos >= len(data) {
-		if err != nil {
-			return err
-		}
+func decodeRowsGuarded(e *replication.RowsEvent, data []byte, pos int, typ replication.EventType) error {
+	if pos >= len(data) {
 		return e.DecodeData(pos, data)
 	}
 	switch typ {

@@ -99,7 +99,7 @@ func TestBinaryJSONAsText(t *testing.T) {
 			`{"c":"87:31:46.654321"}`, `{"d":123.456}`, `{"e":9.00}`, `{"e":[0,1,true,false]}`, `{"e":null}`},
 	}
 	for file, texts := range want {
-		p := (&fileRun{r: &FileReader{}, flavor: FlavorMySQL}).newParser()
+		p := (&fileRun{r: &FileReader{slowRows: true}, flavor: FlavorMySQL}).newParser()
 		var got []string
 		err := p.ParseFile("testdata/binlogs/"+file, 0, func(e *replication.BinlogEvent) error {
 			if re, ok := e.Event.(*replication.RowsEvent); ok && isWriteRows(e.Header.EventType) {
@@ -191,7 +191,7 @@ func TestTimestampUTCWhateverTZ(t *testing.T) {
 	t.Cleanup(func() { time.Local = saved })
 	for _, zone := range []*time.Location{time.UTC, time.FixedZone("UTC+9", 9*3600), time.FixedZone("UTC-7", -7*3600)} {
 		time.Local = zone // as TZ=Asia/Tokyo etc. would set it
-		p := (&fileRun{r: &FileReader{}, flavor: FlavorMySQL}).newParser()
+		p := (&fileRun{r: &FileReader{slowRows: true}, flavor: FlavorMySQL}).newParser()
 		row := decodeCrafted(t, p, 60, true, 1)
 		if s, err := asTimeString(row[1], 0); err != nil || s != "2025-11-29 10:00:00" {
 			t.Errorf("TZ %s: TIMESTAMP = %q, %v, want 2025-11-29 10:00:00 (UTC)", zone, s, err)
@@ -252,7 +252,7 @@ func TestAsTimeString(t *testing.T) {
 func TestBigintUnsignedAbove2to63(t *testing.T) {
 	for _, id := range []uint64{1, math.MaxInt64, 1 << 63, math.MaxUint64 - 1, math.MaxUint64} {
 		for _, signedness := range []bool{true, false} {
-			row := decodeCrafted(t, (&fileRun{r: &FileReader{}, flavor: FlavorMySQL}).newParser(), 70, signedness, id)
+			row := decodeCrafted(t, (&fileRun{r: &FileReader{slowRows: true}, flavor: FlavorMySQL}).newParser(), 70, signedness, id)
 			got, err := asUint64(row[0])
 			if err != nil || got != id {
 				t.Errorf("id %d (signedness metadata %v): go-mysql gave %T %v, decoded %d, %v", id, signedness, row[0], row[0], got, err)

@@ -16,12 +16,15 @@ import (
 )
 
 // fuzzConfigs are the outbox tables a fuzz input is read with: the outbox
-// table of testdata/outbox (rows decoded into events), one without the
-// needed columns, and one without column names.
+// table of testdata/outbox and two of testdata/types (rows decoded into
+// events, by the fast rows decoder), one without the needed columns, and
+// one without column names.
 var fuzzConfigs = []FileConfig{
 	{Schema: "im", Table: "fx_outbox"},
 	{Schema: "toddy_test", Table: "outbox"},
 	{Schema: "noria", Table: "t1"},
+	{Schema: "im", Table: "ty_dt6"}, // testdata/types: the fast rows decoder's column types
+	{Schema: "im", Table: "ty_ts3"},
 	{Schema: "im", Table: "fx_outbox", Columns: []string{"id", "event_type", "conversation_id", "message_id", "seq_no", "sender_id", "receiver_id", "payload", "status", "retry_count", "next_retry_at", "claimed_at", "created_at", "updated_at"}},
 }
 
@@ -52,7 +55,7 @@ func withChecksums(b []byte) []byte {
 // Seeded with every fixture; `go test` runs the seeds only.
 func FuzzFileReader(f *testing.F) {
 	var seeds []string
-	for _, dir := range []string{fixtureDir, "testdata/outbox"} {
+	for _, dir := range []string{fixtureDir, "testdata/outbox", "testdata/types"} {
 		m, err := filepath.Glob(filepath.Join(dir, "*"))
 		if err != nil {
 			f.Fatal(err)

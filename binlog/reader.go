@@ -78,6 +78,9 @@ func (r *Reader) Run(ctx context.Context) error {
 		// (10,240 by default: over 100 MB of decoded rows events); the
 		// byte budget downstream bounds memory, this keeps read-ahead small.
 		EventCacheCount: 128,
+		// Only the outbox table's INSERT rows are decoded, straight into
+		// Events where possible (fastrows.go).
+		RowsEventDecodeFunc: newRowsDecoder(r.cfg.Schema, r.cfg.Table).decode,
 	})
 	defer syncer.Close()
 
@@ -311,6 +314,16 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 }
 
 func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
+	at := Position{File: st.file, Pos: h.LogPos, GTID: st.gtid}
+	if evs, ok := fromFast(e); ok {
+		for i := range evs {
+			evs[i].Pos = at
+			st.bytes += len(evs[i].Payload)
+		}
+		st.events = append(st.events, evs...)
+		st.fragment()
+		return nil
+	}
 	m, ok := st.columns[e.TableID]
 	if !ok {
 		names := e.Table.ColumnNameString()
@@ -336,7 +349,6 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 		m = &cm
 		st.columns[e.TableID] = m
 	}
-	at := Position{File: st.file, Pos: h.LogPos, GTID: st.gtid}
 	if bm := e.ColumnBitmap1; len(bm) > 0 {
 		for i := 0; i < int(e.ColumnCount); i++ {
 			if bm[i/8]&(1<<(i%8)) == 0 {
@@ -355,6 +367,13 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 		st.events = append(st.events, ev)
 		st.bytes += len(ev.Payload)
 	}
+	st.fragment()
+	return nil
+}
+
+// fragment emits the open transaction's events so far as a fragment once
+// they reach the chunk size.
+func (st *state) fragment() {
 	if st.chunk > 0 && (len(st.events) >= st.chunk || st.bytes >= st.chunkBytes) {
 		// A fragment of the open transaction: its End is the end of the
 		// last complete transaction, the position to resume from if the
@@ -362,7 +381,6 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 		st.ready = append(st.ready, Txn{Events: st.events, End: st.pos, Partial: true})
 		st.events, st.bytes = nil, 0
 	}
-	return nil
 }
 
 func isWriteRows(t replication.EventType) bool {

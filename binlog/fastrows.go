@@ -1,0 +1,411 @@
+package binlog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+)
+
+// The rows decoder: go-mysql's RowsEventDecodeFunc hook for the Reader's
+// syncer and the FileReader's parser. go-mysql decodes every column of
+// every row of every table into a []any (boxing each value, rendering
+// dates with fmt, rebuilding the table's signedness map per row): most of a
+// drain's decoding time. Here:
+//
+//   - rows events of other tables, and UPDATE and DELETE rows of the outbox
+//     table, are not decoded at all (nothing reads them);
+//   - WRITE_ROWS of the outbox table are decoded straight into Events when
+//     the table map carries column names and every column has a type whose
+//     length is known here (integers, VARCHAR, BLOB/TEXT — MariaDB's JSON —,
+//     DATETIME2, TIMESTAMP2, DATE, ...): only the outbox's columns are read,
+//     the others skipped by length;
+//   - anything else (MySQL's binary JSON, CHAR/ENUM/SET/DECIMAL columns,
+//     no column names, a partial row image, a MariaDB compressed rows event,
+//     or row data the fast path cannot account for exactly) goes through
+//     go-mysql's own DecodeData, then decodeRow, as before.
+//
+// Both paths give the same Events (TestFastRowsMatchGoMySQL). The result
+// travels in RowsEvent.Rows as [][]any{{*fastRows}} so that it needs no
+// shared state with the goroutine that frames transactions.
+//
+// Row image layout: MySQL source libbinlogevents/include/rows_event.h
+// ("Rows_event" body: per row a null bitmap over the present columns, then
+// the non-NULL values in column order) and the Internals manual, "Binary
+// Protocol Value" lengths per MYSQL_TYPE_*.
+
+// fastRows carries the Events decoded from one WRITE_ROWS event.
+type fastRows struct{ events []Event }
+
+// fromFast returns the Events of a rows event decoded by the fast path.
+func fromFast(e *replication.RowsEvent) ([]Event, bool) {
+	if len(e.Rows) != 1 || len(e.Rows[0]) != 1 {
+		return nil, false
+	}
+	f, ok := e.Rows[0][0].(*fastRows)
+	if !ok {
+		return nil, false
+	}
+	return f.events, true
+}
+
+// rowsDecoder is the decode hook; one per Reader or FileReader run. It is
+// safe for concurrent use (go-mysql may decode the events of a MySQL
+// transaction payload event concurrently).
+type rowsDecoder struct {
+	schema, table []byte
+
+	mu    sync.Mutex
+	plans map[uint64]*rowPlan // by table id
+
+	hits atomic.Int64 // rows events decoded by the fast path (tests)
+}
+
+func newRowsDecoder(schema, table string) *rowsDecoder {
+	return &rowsDecoder{schema: []byte(schema), table: []byte(table), plans: map[uint64]*rowPlan{}}
+}
+
+// compressedField is the index of RowsEvent's unexported "compressed"
+// flag (a MariaDB *_ROWS_COMPRESSED_EVENT_V1, whose body go-mysql inflates
+// in DecodeData), or -1 if this go-mysql version has none: the fast path
+// then leaves MariaDB events to go-mysql only when it cannot parse them.
+var compressedField = func() int {
+	f, ok := reflect.TypeFor[replication.RowsEvent]().FieldByName("compressed")
+	if !ok || f.Type.Kind() != reflect.Bool {
+		return -1
+	}
+	return f.Index[0]
+}()
+
+func isCompressed(e *replication.RowsEvent) bool {
+	if compressedField < 0 {
+		return false
+	}
+	return reflect.ValueOf(e).Elem().Field(compressedField).Bool()
+}
+
+// decode is the RowsEventDecodeFunc of the Reader's syncer.
+func (d *rowsDecoder) decode(e *replication.RowsEvent, data []byte) error {
+	return d.decodeWith(e, data, func(pos int) error { return e.DecodeData(pos, data) })
+}
+
+// decodeWith decodes e's header, then its rows as described above; slow
+// decodes the rows from data[pos:] with go-mysql (DecodeData, or the
+// FileReader's guarded variant).
+func (d *rowsDecoder) decodeWith(e *replication.RowsEvent, data []byte, slow func(pos int) error) error {
+	pos, err := e.DecodeHeader(data)
+	if err != nil {
+		return err
+	}
+	if e.Table == nil || !bytes.Equal(e.Table.Table, d.table) || !bytes.Equal(e.Table.Schema, d.schema) ||
+		e.Type() != replication.EnumRowsEventTypeInsert {
+		return nil // not read by anyone: not decoded
+	}
+	if !isCompressed(e) && allBits(e.ColumnBitmap1, int(e.ColumnCount)) {
+		if p := d.plan(e.Table); p.ok {
+			if evs, ok := p.decodeRows(data[pos:]); ok {
+				e.Rows = [][]any{{&fastRows{events: evs}}}
+				d.hits.Add(1)
+				return nil
+			}
+		}
+	}
+	return slow(pos)
+}
+
+// allBits reports whether the first n bits of bitmap are all set (a full
+// row image).
+func allBits(bitmap []byte, n int) bool {
+	if len(bitmap) < (n+7)/8 {
+		return false
+	}
+	for i := 0; i < n; i++ {
+		if bitmap[i>>3]&(1<<(uint(i)&7)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// plan returns the decoding plan of a table map, reusing the previous one
+// of the same table id when the table's columns are unchanged.
+func (d *rowsDecoder) plan(t *replication.TableMapEvent) *rowPlan {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.plans[t.TableID]
+	if p != nil && (p.tm == t || p.same(t)) {
+		p.tm = t
+		return p
+	}
+	p = newRowPlan(t)
+	if len(d.plans) > 64 {
+		clear(d.plans) // table ids of dropped or re-opened tables
+	}
+	d.plans[t.TableID] = p
+	return p
+}
+
+// rowPlan says how to read the rows of one table map.
+type rowPlan struct {
+	tm        *replication.TableMapEvent
+	types     []byte
+	meta      []uint16
+	names     [][]byte
+	signed    []byte
+	ok        bool // the fast path applies
+	cm        columnMap
+	unsigned  []bool
+	createdTS bool // created_at is a TIMESTAMP2 (an instant), not a DATETIME2
+}
+
+func (p *rowPlan) same(t *replication.TableMapEvent) bool {
+	return bytes.Equal(p.types, t.ColumnType) && slices.Equal(p.meta, t.ColumnMeta) &&
+		bytes.Equal(p.signed, t.SignednessBitmap) && slices.EqualFunc(p.names, t.ColumnName, bytes.Equal)
+}
+
+func newRowPlan(t *replication.TableMapEvent) *rowPlan {
+	p := &rowPlan{tm: t, types: bytes.Clone(t.ColumnType), meta: slices.Clone(t.ColumnMeta),
+		signed: bytes.Clone(t.SignednessBitmap)}
+	for _, n := range t.ColumnName {
+		p.names = append(p.names, bytes.Clone(n))
+	}
+	n := int(t.ColumnCount)
+	if len(t.ColumnName) != n || len(t.ColumnType) != n || len(t.ColumnMeta) != n {
+		return p
+	}
+	cm, err := newColumnMap(t.ColumnNameString())
+	if err != nil {
+		return p // go-mysql's path reports it
+	}
+	cm.setTable(t)
+	p.cm = cm
+	p.unsigned = make([]bool, n)
+	for i, u := range t.UnsignedMap() {
+		if i < n {
+			p.unsigned[i] = u
+		}
+	}
+	for i := 0; i < n; i++ {
+		if _, ok := fixedLen(t.ColumnType[i], t.ColumnMeta[i]); !ok && !varLen(t.ColumnType[i], t.ColumnMeta[i]) {
+			return p
+		}
+	}
+	for _, i := range []int{cm.id, cm.conversationID, cm.messageID, cm.seqNo, cm.senderID, cm.receiverID} {
+		if t.ColumnType[i] != mysql.MYSQL_TYPE_LONGLONG {
+			return p
+		}
+	}
+	if ty := t.ColumnType[cm.eventType]; ty != mysql.MYSQL_TYPE_VARCHAR && ty != mysql.MYSQL_TYPE_VAR_STRING {
+		return p
+	}
+	if t.ColumnType[cm.payload] != mysql.MYSQL_TYPE_BLOB { // MariaDB JSON (LONGTEXT); MySQL JSON is binary
+		return p
+	}
+	switch t.ColumnType[cm.createdAt] {
+	case mysql.MYSQL_TYPE_DATETIME2:
+	case mysql.MYSQL_TYPE_TIMESTAMP2:
+		p.createdTS = true
+	default:
+		return p
+	}
+	p.ok = true
+	return p
+}
+
+// fixedLen returns the stored length of a fixed-size type.
+func fixedLen(tp byte, meta uint16) (int, bool) {
+	switch tp {
+	case mysql.MYSQL_TYPE_TINY, mysql.MYSQL_TYPE_YEAR:
+		return 1, true
+	case mysql.MYSQL_TYPE_SHORT:
+		return 2, true
+	case mysql.MYSQL_TYPE_INT24, mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_TIME:
+		return 3, true
+	case mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_FLOAT, mysql.MYSQL_TYPE_TIMESTAMP:
+		return 4, true
+	case mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_DOUBLE, mysql.MYSQL_TYPE_DATETIME:
+		return 8, true
+	case mysql.MYSQL_TYPE_TIMESTAMP2:
+		return 4 + int(meta+1)/2, meta <= 6
+	case mysql.MYSQL_TYPE_DATETIME2:
+		return 5 + int(meta+1)/2, meta <= 6
+	case mysql.MYSQL_TYPE_TIME2:
+		return 3 + int(meta+1)/2, meta <= 6
+	}
+	return 0, false
+}
+
+// varLen reports whether a type is stored as a length prefix and bytes
+// that this decoder can skip: VARCHAR (1-byte prefix up to 255 bytes of
+// declared length, else 2) and BLOB/TEXT (meta = prefix bytes, 1 to 4).
+func varLen(tp byte, meta uint16) bool {
+	switch tp {
+	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
+		return true
+	case mysql.MYSQL_TYPE_BLOB:
+		return meta >= 1 && meta <= 4
+	}
+	return false
+}
+
+var errShort = errors.New("short row image")
+
+// value returns the stored bytes of column i at data (for a variable
+// length type, without its length prefix) and the bytes it takes.
+func (p *rowPlan) value(data []byte, i int) (v []byte, n int, err error) {
+	tp, meta := p.types[i], p.meta[i]
+	if l, ok := fixedLen(tp, meta); ok {
+		if len(data) < l {
+			return nil, 0, errShort
+		}
+		return data[:l], l, nil
+	}
+	var pre, l int
+	switch tp {
+	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
+		if meta < 256 {
+			pre = 1
+		} else {
+			pre = 2
+		}
+	default: // BLOB
+		pre = int(meta)
+	}
+	if len(data) < pre {
+		return nil, 0, errShort
+	}
+	for k := pre - 1; k >= 0; k-- {
+		l = l<<8 | int(data[k])
+	}
+	if l > len(data)-pre {
+		return nil, 0, errShort
+	}
+	return data[pre : pre+l], pre + l, nil
+}
+
+// decodeRows reads every row image of a full-image WRITE_ROWS body. It
+// returns false (leaving the event to go-mysql) when the data does not
+// parse into whole rows exactly or a value is one decodeRow would reject.
+func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
+	n := len(p.types)
+	nullBytes := (n + 7) / 8
+	var evs []Event
+	var vals [9][]byte // the outbox columns of one row, in requiredColumns order
+	cols := [9]int{p.cm.id, p.cm.eventType, p.cm.conversationID, p.cm.messageID, p.cm.seqNo, p.cm.senderID, p.cm.receiverID, p.cm.payload, p.cm.createdAt}
+	want := make([]int8, n) // column -> index in vals, or -1
+	for i := range want {
+		want[i] = -1
+	}
+	for k, c := range cols {
+		want[c] = int8(k)
+	}
+	for len(data) > 0 {
+		if len(data) < nullBytes {
+			return nil, false
+		}
+		nulls := data[:nullBytes]
+		pos := nullBytes
+		vals = [9][]byte{}
+		for i := 0; i < n; i++ {
+			if nulls[i>>3]&(1<<(uint(i)&7)) != 0 {
+				if want[i] >= 0 && cols[want[i]] != p.cm.createdAt {
+					return nil, false // NULL in a NOT NULL outbox column: go-mysql's path reports it
+				}
+				continue
+			}
+			v, l, err := p.value(data[pos:], i)
+			if err != nil {
+				return nil, false
+			}
+			if k := want[i]; k >= 0 {
+				vals[k] = v
+			}
+			pos += l
+		}
+		data = data[pos:]
+		e, ok := p.event(&vals)
+		if !ok {
+			return nil, false
+		}
+		if evs == nil {
+			evs = make([]Event, 0, 1+len(data)/max(pos, 1))
+		}
+		evs = append(evs, e)
+	}
+	return evs, len(evs) > 0
+}
+
+// event builds the Event of one row's outbox values (vals in
+// requiredColumns order; a nil created_at is NULL).
+func (p *rowPlan) event(vals *[9][]byte) (Event, bool) {
+	var e Event
+	var ok bool
+	u := binary.LittleEndian.Uint64(vals[0])
+	e.ID = u // BIGINT UNSIGNED or the bit pattern of a signed one, as asUint64
+	e.EventType = string(vals[1])
+	ints := [...]*int64{&e.ConversationID, &e.MessageID, &e.SeqNo, &e.SenderID, &e.ReceiverID}
+	for k, dst := range ints {
+		col := [...]int{p.cm.conversationID, p.cm.messageID, p.cm.seqNo, p.cm.senderID, p.cm.receiverID}[k]
+		v := binary.LittleEndian.Uint64(vals[2+k])
+		if p.unsigned[col] && v > math.MaxInt64 {
+			return Event{}, false // asInt64 refuses it: let go-mysql's path report it
+		}
+		*dst = int64(v)
+	}
+	e.Payload = vals[7]
+	if vals[8] != nil {
+		if e.CreatedAt, ok = p.createdAt(vals[8]); !ok {
+			return Event{}, false
+		}
+	}
+	return e, true
+}
+
+// createdAt renders a DATETIME2 or TIMESTAMP2 value as asTimeString does
+// go-mysql's; false for what go-mysql renders itself (zero dates, years
+// before 1970), left to its path.
+func (p *rowPlan) createdAt(b []byte) (string, bool) {
+	dec := p.cm.createdAtDec
+	var frac int64
+	switch {
+	case dec == 1 || dec == 2:
+		frac = int64(b[len(b)-1]) * 10000
+	case dec == 3 || dec == 4:
+		frac = int64(binary.BigEndian.Uint16(b[len(b)-2:])) * 100
+	case dec == 5 || dec == 6:
+		x := b[len(b)-3:]
+		frac = int64(x[0])<<16 | int64(x[1])<<8 | int64(x[2])
+	}
+	var t time.Time
+	if p.createdTS {
+		sec := int64(binary.BigEndian.Uint32(b))
+		if sec == 0 {
+			return "", false
+		}
+		t = time.Unix(sec, frac*1000).UTC()
+	} else {
+		// DATETIME2: 1 bit sign, 17 bits year*13+month, 5 day, 5 hour,
+		// 6 minute, 6 second (MySQL's my_datetime_packed_from_binary).
+		v := int64(b[0])<<32 | int64(b[1])<<24 | int64(b[2])<<16 | int64(b[3])<<8 | int64(b[4])
+		v -= 0x8000000000
+		const epoch = 107420450816 // 1970-01-01 00:00:00, as go-mysql's cut-off
+		if v < epoch {
+			return "", false
+		}
+		ym := v >> 22
+		t = time.Date(int(ym/13), time.Month(ym%13), int(v>>17&31), int(v>>12&31), int(v>>6&63), int(v&63), int(frac*1000), time.UTC)
+		if ym%13 == 0 || v>>17&31 == 0 {
+			return "", false
+		}
+	}
+	var buf [32]byte
+	return string(appendDatetime(buf[:0], t, dec)), true
+}
