@@ -89,7 +89,9 @@ func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *kafka.Wr
 		WriteBackoffMin:        100 * time.Millisecond,
 		WriteBackoffMax:        2 * time.Second,
 		AllowAutoTopicCreation: cfg.AllowAutoTopicCreation,
-		ErrorLogger:            kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }),
+		// kafka-go looks up the topic's partition count once per record.
+		Transport:   newMetaCache(kafka.DefaultTransport, time.Second),
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }),
 	}
 	if codec != nil {
 		kw.Compression = kafka.Compression(codec.Code())
