@@ -4,7 +4,11 @@
 // commit-to-acknowledgement latency at fixed rates, recovery after SIGKILL,
 // and the seeds' polling dispatcher on the same data and broker.
 //
-//	go run ./bench [-rows 1000000] [-convs 10000] [-payload 500] [-out BENCHMARKS.md]
+//	go run ./bench [-rows 1000000] [-convs 10000] [-payload 500] [-repeat 3] [-out BENCHMARKS.md]
+//
+// The raw limits and the drain run -repeat times, alternated, and the
+// table gives each one's median trial with the range: the two cores are
+// shared with MariaDB and the broker, and single runs vary by ±20 %.
 //
 // It expects the stack's addresses in the CDC_* environment variables that
 // `scripts/dev-stack.sh env` prints, and the cdc-outbox binary at -bin.
