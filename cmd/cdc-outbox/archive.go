@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 )
 
 // Archive catch-up (source.archive): when run's resume position is in a
@@ -154,23 +152,8 @@ func (p *pipeline) publishArchive(ctx context.Context, srv *binlog.Server, files
 	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts},
 		cfg.Checkpoint.Interval, saved, p.log)
 
-	g, gctx := errgroup.WithContext(context.Background())
-	readCtx, stopRead := context.WithCancel(gctx)
-	defer stopRead()
-	drainCtx, stopDrain := context.WithCancel(gctx)
-	defer stopDrain()
-	unhook := context.AfterFunc(ctx, func() {
-		p.log.Info("signal received: stopping the archive catch-up, flushing, writing the checkpoint")
-		stopRead()
-		time.AfterFunc(cfg.ShutdownTimeout, stopDrain)
-	})
-	defer unhook()
-	g.Go(func() error { return noColumnsHint(reader.Run(readCtx)) })
-	g.Go(func() error { return writer.Run(drainCtx, reader.Txns()) })
-	g.Go(func() error { return committer.Run(drainCtx, writer.Acks()) })
-	err = g.Wait()
-	p.resume = committer.Acked()
-	p.deadLettered += writer.DeadLettered()
+	err = p.stages(ctx, "archive catch-up", func(ctx context.Context) error { return noColumnsHint(reader.Run(ctx)) },
+		reader.Txns(), writer, committer)
 	if err != nil {
 		return p.resume, fmt.Errorf("archive catch-up: %w", err)
 	}

@@ -17,22 +17,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// opsConfig loads and validates the configuration of an operator command;
-// source.start is not used by these commands and is not validated.
-func opsConfig(path string) (Config, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return cfg, err
-	}
-	start := cfg.Source.Start
-	cfg.Source.Start = ""
-	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("invalid configuration:\n%w", err)
-	}
-	cfg.Source.Start = start
-	return cfg, nil
-}
-
 // failed prints "FAILED: <msg>" to w and returns exit status 1.
 func failed(w io.Writer, format string, a ...any) error {
 	fmt.Fprintf(w, "FAILED: "+format+"\n", a...)

@@ -72,6 +72,23 @@ func loadConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
+// opsConfig loads and validates the configuration of a command other than
+// run: source.start is not required nor checked (only run starts from it;
+// check reports on it itself), but is kept in the result.
+func opsConfig(path string) (Config, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return cfg, err
+	}
+	start := cfg.Source.Start
+	cfg.Source.Start = ""
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	cfg.Source.Start = start
+	return cfg, nil
+}
+
 // errEOF lets an empty file through.
 func errEOF(err error) error {
 	if err != nil && err.Error() == "EOF" {

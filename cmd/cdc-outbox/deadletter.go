@@ -66,13 +66,9 @@ idempotent consumer keyed by seq_no skips it unless it applies late events).
 Republishing the same event twice publishes it twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path)
+			cfg, err := opsConfig(path)
 			if err != nil {
 				return err
-			}
-			cfg.Source.Start = "" // not used here
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
 			want, err := parseEventIDs(ids)
 			if err != nil {

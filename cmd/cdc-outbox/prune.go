@@ -54,13 +54,9 @@ checkpoint's binlog purged, a missing privilege, a failed DELETE: what was
 deleted before is reported); 2 usage, configuration or connection error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path)
+			cfg, err := opsConfig(path)
 			if err != nil {
 				return err
-			}
-			cfg.Source.Start = ""
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
 			if o.olderThan, err = parseAge(olderArg); err != nil {
 				return fmt.Errorf("--older-than %q: %w", olderArg, err)

@@ -327,24 +327,32 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 		cfg.Checkpoint.Interval, saved, p.log)
 	srv.Close()
 
+	return p.stages(ctx, "reader", reader.Run, reader.Txns(), writer, committer)
+}
+
+// stages runs the source stage read (sending on txns), the writer and the
+// committer under one errgroup. A signal (ctx) or any stage's error stops
+// the source; the writer and the committer then drain what was read,
+// bounded by shutdown-timeout. It records the committer's acknowledged
+// position in p.resume and adds the dead-lettered records to
+// p.deadLettered. what names the source in the signal's log line.
+func (p *pipeline) stages(ctx context.Context, what string, read func(context.Context) error, txns <-chan binlog.Txn,
+	writer *sink.Writer, committer *checkpoint.Committer) error {
 	g, gctx := errgroup.WithContext(context.Background())
-	// The reader stops on a signal or on any stage's error; the sink and
-	// the committer then drain what was read, bounded by shutdown-timeout.
 	readCtx, stopRead := context.WithCancel(gctx)
 	defer stopRead()
 	drainCtx, stopDrain := context.WithCancel(gctx)
 	defer stopDrain()
 	unhook := context.AfterFunc(ctx, func() {
-		p.log.Info("signal received: stopping the reader, flushing, writing the checkpoint")
+		p.log.Info("signal received: stopping the " + what + ", flushing, writing the checkpoint")
 		stopRead()
-		time.AfterFunc(cfg.ShutdownTimeout, stopDrain)
+		time.AfterFunc(p.cfg.ShutdownTimeout, stopDrain)
 	})
 	defer unhook()
-
-	g.Go(func() error { return reader.Run(readCtx) })
-	g.Go(func() error { return writer.Run(drainCtx, reader.Txns()) })
+	g.Go(func() error { return read(readCtx) })
+	g.Go(func() error { return writer.Run(drainCtx, txns) })
 	g.Go(func() error { return committer.Run(drainCtx, writer.Acks()) })
-	err = g.Wait()
+	err := g.Wait()
 	p.resume = committer.Acked()
 	p.deadLettered += writer.DeadLettered()
 	return err

@@ -41,13 +41,9 @@ Run it once the publisher has caught up, or give --wait to re-check for
 missing events until they arrive. Memory: one bit per event id in the range.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(path)
+			cfg, err := opsConfig(path)
 			if err != nil {
 				return err
-			}
-			cfg.Source.Start = "" // not used here
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			rep, err := runVerify(ctx, cfg, verifyOptions{topics: topics, sinceID: sinceID, untilID: untilID,
