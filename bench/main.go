@@ -16,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -265,18 +266,8 @@ func (b *bench) throughput(ctx context.Context, from, to binlog.Position) {
 
 func median(ts []trial) trial {
 	s := slices.Clone(ts)
-	slices.SortFunc(s, func(a, b trial) int { return cmpFloat(a.rate, b.rate) })
+	slices.SortFunc(s, func(a, b trial) int { return cmp.Compare(a.rate, b.rate) })
 	return s[len(s)/2]
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // rawBinlog: binlog.Reader over the backlog's range, no sink.

@@ -198,17 +198,24 @@ func asTimeString(v any, dec int) (string, error) {
 		return string(x), nil
 	case time.Time:
 		var b [32]byte
-		return string(appendDatetime(b[:0], x.UTC(), dec)), nil
+		return string(appendTime(b[:0], x.UTC(), dec)), nil
 	case nil:
 		return "", nil
 	}
 	return "", fmt.Errorf("unexpected type %T", v)
 }
 
-// appendDatetime appends t as "YYYY-MM-DD hh:mm:ss[.f{dec}]" (dec 0 to 6
-// digits, truncated as MySQL stores them), without fmt: this runs for every
-// row of a drain.
-func appendDatetime(b []byte, t time.Time, dec int) []byte {
+// appendTime appends t as appendDatetime does.
+func appendTime(b []byte, t time.Time, dec int) []byte {
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	return appendDatetime(b, y, int(mo), d, h, mi, s, t.Nanosecond()/1000, dec)
+}
+
+// appendDatetime appends "YYYY-MM-DD hh:mm:ss[.f{dec}]": dec (0 to 6)
+// digits of the microseconds usec, truncated as MySQL stores them. No fmt:
+// this runs for every row of a drain.
+func appendDatetime(b []byte, y, mo, d, h, mi, s, usec, dec int) []byte {
 	pad := func(b []byte, v, width int) []byte {
 		var d [10]byte
 		i := len(d)
@@ -219,11 +226,9 @@ func appendDatetime(b []byte, t time.Time, dec int) []byte {
 		}
 		return append(b, d[i:]...)
 	}
-	y, mo, d := t.Date()
-	h, mi, s := t.Clock()
 	b = pad(b, y, 4)
 	b = append(b, '-')
-	b = pad(b, int(mo), 2)
+	b = pad(b, mo, 2)
 	b = append(b, '-')
 	b = pad(b, d, 2)
 	b = append(b, ' ')
@@ -234,12 +239,11 @@ func appendDatetime(b []byte, t time.Time, dec int) []byte {
 	b = pad(b, s, 2)
 	if dec > 0 {
 		dec = min(dec, 6)
-		frac := t.Nanosecond() / 1000
 		for i := dec; i < 6; i++ {
-			frac /= 10
+			usec /= 10
 		}
 		b = append(b, '.')
-		b = pad(b, frac, dec)
+		b = pad(b, usec, dec)
 	}
 	return b
 }

@@ -164,6 +164,10 @@ type rowPlan struct {
 	cm        columnMap
 	unsigned  []bool
 	createdTS bool // created_at is a TIMESTAMP2 (an instant), not a DATETIME2
+	// cols are the outbox columns' indexes in requiredColumns order, want
+	// the reverse: column index -> index in cols, or -1.
+	cols [9]int
+	want []int8
 }
 
 func (p *rowPlan) same(t *replication.TableMapEvent) bool {
@@ -187,6 +191,14 @@ func newRowPlan(t *replication.TableMapEvent) *rowPlan {
 	}
 	cm.setTable(t)
 	p.cm = cm
+	p.cols = [9]int{cm.id, cm.eventType, cm.conversationID, cm.messageID, cm.seqNo, cm.senderID, cm.receiverID, cm.payload, cm.createdAt}
+	p.want = make([]int8, n)
+	for i := range p.want {
+		p.want[i] = -1
+	}
+	for k, c := range p.cols {
+		p.want[c] = int8(k)
+	}
 	p.unsigned = make([]bool, n)
 	for i, u := range t.UnsignedMap() {
 		if i < n {
@@ -299,14 +311,6 @@ func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
 	nullBytes := (n + 7) / 8
 	var evs []Event
 	var vals [9][]byte // the outbox columns of one row, in requiredColumns order
-	cols := [9]int{p.cm.id, p.cm.eventType, p.cm.conversationID, p.cm.messageID, p.cm.seqNo, p.cm.senderID, p.cm.receiverID, p.cm.payload, p.cm.createdAt}
-	want := make([]int8, n) // column -> index in vals, or -1
-	for i := range want {
-		want[i] = -1
-	}
-	for k, c := range cols {
-		want[c] = int8(k)
-	}
 	for len(data) > 0 {
 		if len(data) < nullBytes {
 			return nil, false
@@ -316,7 +320,7 @@ func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
 		vals = [9][]byte{}
 		for i := 0; i < n; i++ {
 			if nulls[i>>3]&(1<<(uint(i)&7)) != 0 {
-				if want[i] >= 0 && cols[want[i]] != p.cm.createdAt {
+				if k := p.want[i]; k >= 0 && k != 8 { // 8: created_at may be NULL
 					return nil, false // NULL in a NOT NULL outbox column: go-mysql's path reports it
 				}
 				continue
@@ -325,7 +329,7 @@ func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
 			if err != nil {
 				return nil, false
 			}
-			if k := want[i]; k >= 0 {
+			if k := p.want[i]; k >= 0 {
 				vals[k] = v
 			}
 			pos += l
@@ -351,11 +355,9 @@ func (p *rowPlan) event(vals *[9][]byte) (Event, bool) {
 	u := binary.LittleEndian.Uint64(vals[0])
 	e.ID = u // BIGINT UNSIGNED or the bit pattern of a signed one, as asUint64
 	e.EventType = string(vals[1])
-	ints := [...]*int64{&e.ConversationID, &e.MessageID, &e.SeqNo, &e.SenderID, &e.ReceiverID}
-	for k, dst := range ints {
-		col := [...]int{p.cm.conversationID, p.cm.messageID, p.cm.seqNo, p.cm.senderID, p.cm.receiverID}[k]
+	for k, dst := range [...]*int64{&e.ConversationID, &e.MessageID, &e.SeqNo, &e.SenderID, &e.ReceiverID} {
 		v := binary.LittleEndian.Uint64(vals[2+k])
-		if p.unsigned[col] && v > math.MaxInt64 {
+		if p.unsigned[p.cols[2+k]] && v > math.MaxInt64 {
 			return Event{}, false // asInt64 refuses it: let go-mysql's path report it
 		}
 		*dst = int64(v)
@@ -384,28 +386,22 @@ func (p *rowPlan) createdAt(b []byte) (string, bool) {
 		x := b[len(b)-3:]
 		frac = int64(x[0])<<16 | int64(x[1])<<8 | int64(x[2])
 	}
-	var t time.Time
+	var buf [32]byte
 	if p.createdTS {
 		sec := int64(binary.BigEndian.Uint32(b))
 		if sec == 0 {
 			return "", false
 		}
-		t = time.Unix(sec, frac*1000).UTC()
-	} else {
-		// DATETIME2: 1 bit sign, 17 bits year*13+month, 5 day, 5 hour,
-		// 6 minute, 6 second (MySQL's my_datetime_packed_from_binary).
-		v := int64(b[0])<<32 | int64(b[1])<<24 | int64(b[2])<<16 | int64(b[3])<<8 | int64(b[4])
-		v -= 0x8000000000
-		const epoch = 107420450816 // 1970-01-01 00:00:00, as go-mysql's cut-off
-		if v < epoch {
-			return "", false
-		}
-		ym := v >> 22
-		t = time.Date(int(ym/13), time.Month(ym%13), int(v>>17&31), int(v>>12&31), int(v>>6&63), int(v&63), int(frac*1000), time.UTC)
-		if ym%13 == 0 || v>>17&31 == 0 {
-			return "", false
-		}
+		return string(appendTime(buf[:0], time.Unix(sec, frac*1000).UTC(), dec)), true
 	}
-	var buf [32]byte
-	return string(appendDatetime(buf[:0], t, dec)), true
+	// DATETIME2: 1 bit sign, 17 bits year*13+month, 5 day, 5 hour,
+	// 6 minute, 6 second (MySQL's my_datetime_packed_from_binary).
+	v := int64(b[0])<<32 | int64(b[1])<<24 | int64(b[2])<<16 | int64(b[3])<<8 | int64(b[4])
+	v -= 0x8000000000
+	const epoch = 107420450816 // 1970-01-01 00:00:00, as go-mysql's cut-off
+	ym, day := v>>22, int(v>>17&31)
+	if v < epoch || ym%13 == 0 || day == 0 {
+		return "", false
+	}
+	return string(appendDatetime(buf[:0], int(ym/13), int(ym%13), day, int(v>>12&31), int(v>>6&63), int(v&63), int(frac), dec)), true
 }
