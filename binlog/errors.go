@@ -12,6 +12,9 @@ var (
 	ErrServerConfig = errors.New("binlog: unsuitable server configuration")
 	// ErrPrivileges reports a missing grant of the publisher's MySQL user.
 	ErrPrivileges = errors.New("binlog: missing privilege")
+	// ErrAuth reports a login the server refused (ERROR 1045
+	// ER_ACCESS_DENIED_ERROR: unknown user, wrong password or host).
+	ErrAuth = errors.New("binlog: login refused")
 	// ErrServerID reports a replica server_id already used by the source or
 	// another replica (two replicas with one server_id disconnect each other,
 	// MariaDB ERROR 4052 / MySQL ERROR 1236 "A slave with the same server_uuid/server_id").

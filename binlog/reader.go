@@ -407,6 +407,6 @@ func classify(err error) error {
 
 // IsFatal reports whether err is one that a reconnect cannot fix.
 func IsFatal(err error) bool {
-	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrServerID) ||
+	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) ||
 		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart)
 }

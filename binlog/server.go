@@ -44,10 +44,10 @@ func Connect(ctx context.Context, cfg Config, log *zap.Logger) (*Server, error) 
 	if err != nil {
 		var me *mysql.MyError
 		if errors.As(err, &me) && me.Code == codeAccessDenied {
-			return nil, fmt.Errorf("%w: connect to %s as %q: %v; check source.user and source.password",
-				ErrPrivileges, cfg.Addr, cfg.User, err)
+			return nil, fmt.Errorf("%w: connect to %s as %q: %v; check source.user and source.password (CDC_OUTBOX_SOURCE_USER, CDC_OUTBOX_SOURCE_PASSWORD) and that the user may connect from this host",
+				ErrAuth, cfg.Addr, cfg.User, err)
 		}
-		return nil, fmt.Errorf("binlog: connect to %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("binlog: connect to %s: %w; check source.addr and that the server is up", cfg.Addr, err)
 	}
 	s := &Server{cfg: cfg, conn: conn, log: log}
 	if err := s.identify(); err != nil {

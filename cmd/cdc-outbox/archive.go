@@ -22,12 +22,21 @@ import (
 // while the server still wrote it does not); no double: the hand-over
 // position is stored as the checkpoint before the live stream starts.
 
-// resolveStart is srv.Resolve, except that a <file>:<pos> start the server
-// no longer has but source.archive holds is accepted as is; catchUp then
-// reads it from the archive.
+// resolveStart is srv.Resolve followed by srv.CheckPosition, as
+// "checkpoint set" checks a position (the file on the server, the offset
+// within it, between two transactions), so that a wrong start is refused
+// before it is stored as the first checkpoint; except that a <file>:<pos>
+// start the server no longer has but source.archive holds is accepted as
+// is; catchUp then reads it from the archive.
 func (p *pipeline) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Position, error) {
 	pos, err := srv.Resolve(st)
-	if err == nil || p.cfg.Source.Archive == "" || st.Kind != binlog.StartFilePos || !errors.Is(err, binlog.ErrPositionUnavailable) {
+	if err == nil {
+		if err := srv.CheckPosition(pos); err != nil {
+			return pos, fmt.Errorf("start %s: %w", pos.FilePos(), err)
+		}
+		return pos, nil
+	}
+	if p.cfg.Source.Archive == "" || st.Kind != binlog.StartFilePos || !errors.Is(err, binlog.ErrPositionUnavailable) {
 		return pos, err
 	}
 	pos = binlog.Position{File: st.File, Pos: st.Pos}

@@ -17,4 +17,8 @@ var (
 	// (its server_id is registered as a replica) while "checkpoint set"
 	// would overwrite its checkpoint.
 	ErrPublisherRunning = errors.New("a publisher seems to be running")
+	// ErrTopicMissing reports, at start, that the fixed router.topic does
+	// not exist and kafka.allow-auto-topic-creation is off: every write
+	// would fail, so run refuses to start instead of retrying for ever.
+	ErrTopicMissing = errors.New("topic does not exist")
 )

@@ -165,10 +165,10 @@ func parsePoint(flag, s string) (point, error) {
 		return point{}, fmt.Errorf("%w: %s %q: a time must be RFC 3339 with a zone, e.g. 2026-11-29T10:00:00Z", binlog.ErrStart, flag, s)
 	}
 	st, err := binlog.ParseStart(s)
-	if err != nil {
-		return point{}, fmt.Errorf("%s: %w", flag, err)
+	if err != nil && strings.Contains(s, ":") {
+		return point{}, fmt.Errorf("%s: %w", flag, err) // a malformed <file>:<pos> or gtid:<set>
 	}
-	if st.Kind != binlog.StartFilePos && st.Kind != binlog.StartGTID {
+	if err != nil || st.Kind != binlog.StartFilePos && st.Kind != binlog.StartGTID {
 		return point{}, fmt.Errorf("%w: %s %q: want <file>:<pos>, gtid:<set> or an RFC 3339 time", binlog.ErrStart, flag, s)
 	}
 	return point{start: st}, nil

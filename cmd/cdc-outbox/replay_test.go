@@ -28,7 +28,8 @@ func TestParsePoint(t *testing.T) {
 		{in: "2026-11-29", wantErr: "RFC 3339 with a zone"},
 		{in: "latest", wantErr: "want <file>:<pos>, gtid:<set> or an RFC 3339 time"},
 		{in: "earliest", wantErr: "want <file>:<pos>, gtid:<set> or an RFC 3339 time"},
-		{in: "mariadb-bin.000005", wantErr: "want latest, earliest"},
+		{in: "mariadb-bin.000005", wantErr: "want <file>:<pos>, gtid:<set> or an RFC 3339 time"}, // not run's "latest, earliest": replay refuses those
+		{in: "garbage", wantErr: "want <file>:<pos>, gtid:<set> or an RFC 3339 time"},
 		{in: "mariadb-bin.000005:2", wantErr: "pos must be an integer >= 4"},
 		{in: "gtid:", wantErr: "empty GTID set"},
 	}

@@ -182,7 +182,8 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 // oversize records).
 func fatal(err error) bool {
 	return binlog.IsFatal(err) || sink.IsFatal(err) || errors.Is(err, router.ErrTopic) ||
-		errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, ErrPartitionsChanged) || errors.Is(err, ErrRecover)
+		errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, ErrPartitionsChanged) || errors.Is(err, ErrRecover) ||
+		errors.Is(err, ErrTopicMissing)
 }
 
 type pipeline struct {
@@ -450,6 +451,12 @@ func (p *pipeline) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoin
 	now, err := partitionCounts(ctx, p.cfg.Kafka.Brokers, topics)
 	if err != nil {
 		return err
+	}
+	if t := p.cfg.Router.Topic; p.parts == nil && !strings.Contains(t, "{") && !p.cfg.Kafka.AllowAutoTopicCreation {
+		if _, ok := now[t]; !ok {
+			return fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), or set kafka.allow-auto-topic-creation: true",
+				ErrTopicMissing, t, strings.Join(p.cfg.Kafka.Brokers, ","), t)
+		}
 	}
 	changes := partitionChanges(ref, now)
 	if len(changes) > 0 && (p.parts != nil || !p.acceptPartitionChange) {

@@ -272,6 +272,58 @@ func TestFirstRunNeedsStartOption(t *testing.T) {
 	}
 }
 
+// Bad start-up input is refused before anything is stored: a --start the
+// server does not have as a transaction boundary (past the end of its
+// file, inside an event) is checked as "checkpoint set" checks it, and a
+// fixed topic that does not exist (no auto-creation) stops the publisher
+// instead of retrying for ever. Exit status 1, a message naming the fix, and
+// no checkpoint written.
+func TestRunBadStart(t *testing.T) {
+	c := newEnv(t).sql()
+	r, err := c.Execute("SHOW MASTER STATUS")
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, _ := r.GetString(0, 0)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		topic   string
+		wantLog string
+	}{
+		{"past end", []string{"--start", file + ":999999999"}, "", "is past the end of " + file},
+		{"mid event", []string{"--start", file + ":5"}, "", "no event starts at " + file + ":5"},
+		{"no topic", []string{"--start", "latest"}, "it.no.such.topic", "create it with the partition count you want"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tc.topic != "" {
+				e.topic = tc.topic
+			}
+			p := e.launch(tc.args...)
+			select {
+			case err := <-p.done:
+				p.done <- err
+			case <-time.After(time.Minute):
+				t.Fatal("the publisher did not stop within a minute")
+			}
+			if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+				t.Fatalf("exit code %d, want 1", code)
+			}
+			if !logHas(p.log, tc.wantLog) {
+				b, _ := os.ReadFile(p.log)
+				t.Fatalf("log lacks %q:\n%s", tc.wantLog, tail(string(b), 10))
+			}
+			rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+			defer rdb.Close()
+			if n, err := rdb.Exists(context.Background(), e.key).Result(); err != nil || n != 0 {
+				t.Fatalf("checkpoint key %s: exists=%d, %v; want nothing stored", e.key, n, err)
+			}
+		})
+	}
+}
+
 // A lost checkpoint (Redis key gone) does not silently restart from "now":
 // the publisher refuses, naming the --start position that resumes without
 // loss, and that position indeed loses nothing.
