@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -63,7 +67,7 @@ func loadConfig(path string) (Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF(err)) {
-			return cfg, fmt.Errorf("config %s: %w", path, err)
+			return cfg, fmt.Errorf("config %s: %w", path, explainYAML(err))
 		}
 	}
 	if err := env.ParseWithOptions(&cfg, env.Options{Prefix: EnvPrefix}); err != nil {
@@ -87,6 +91,63 @@ func opsConfig(path string) (Config, error) {
 	}
 	cfg.Source.Start = start
 	return cfg, nil
+}
+
+// explainYAML rewrites yaml.v3's type errors, which name Go types ("field
+// batch-sise not found in type sink.Config"), in the file's terms: the key
+// path, the keys that section has, and that a duration needs a unit. All
+// the errors of the file are kept (yaml.v3 reports every one at once).
+func explainYAML(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	type section struct {
+		path string // "kafka." ("" at the top level)
+		t    reflect.Type
+	}
+	sections := map[string]section{} // by Go type name
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		sections[t.String()] = section{path, t}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if key, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.Type.Kind() == reflect.Struct && key != "" && key != "-" {
+				walk(f.Type, path+key+".")
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	unknown := regexp.MustCompile(`^(line \d+): field (\S+) not found in type (\S+)$`)
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		sm := unknown.FindStringSubmatch(m)
+		sec, ok := section{}, false
+		if sm != nil {
+			sec, ok = sections[sm[3]]
+		}
+		switch {
+		case ok:
+			msgs[i] = fmt.Sprintf("%s: %s%s: unknown key; %s has: %s", sm[1], sec.path, sm[2],
+				cmp.Or(strings.TrimSuffix(sec.path, "."), "the top level"), strings.Join(yamlKeys(sec.t), ", "))
+		case strings.Contains(m, "into time.Duration"):
+			msgs[i] = m + " (a duration needs a unit, e.g. 30s, 500ms or 2m)"
+		default:
+			msgs[i] = m
+		}
+	}
+	return errors.New(strings.Join(msgs, "\n"))
+}
+
+// yamlKeys lists the YAML keys of a config struct.
+func yamlKeys(t reflect.Type) []string {
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		if key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); key != "" && key != "-" {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
 
 // errEOF lets an empty file through.

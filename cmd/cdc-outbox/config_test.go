@@ -139,10 +139,11 @@ func TestLoadConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"unknown top-level key", "sources:\n  user: u\n", "field sources not found"},
-		{"unknown nested key", "source:\n  user: u\n  pasword: x\n", "field pasword not found"},
-		{"snake_case key is unknown", "source:\n  server_id: 7\n", "field server_id not found"},
-		{"camelCase key is unknown", "kafka:\n  batchSize: 7\n", "field batchSize not found"},
+		{"unknown top-level key", "sources:\n  user: u\n", "line 1: sources: unknown key; the top level has: source, router, kafka"},
+		{"unknown nested key", "source:\n  user: u\n  pasword: x\n", "line 3: source.pasword: unknown key; source has: flavor, addr, user, password"},
+		{"snake_case key is unknown", "source:\n  server_id: 7\n", "source.server_id: unknown key"},
+		{"camelCase key is unknown", "kafka:\n  batchSize: 7\n", "kafka.batchSize: unknown key; kafka has: brokers, batch-size"},
+		{"every error at once", "source:\n  read-timeout: 30\nkafka:\n  batch-sise: 10\n", "(a duration needs a unit, e.g. 30s, 500ms or 2m)\nline 4: kafka.batch-sise: unknown key"},
 		{"bad type", "source:\n  server-id: abc\n", "line 2: cannot unmarshal !!str `abc` into uint32"},
 		{"bad duration", "source:\n  read-timeout: soon\n", "soon"},
 		{"negative unsigned", "source:\n  server-id: -1\n", "-1"},
