@@ -12,6 +12,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 )
 
@@ -126,7 +127,10 @@ func runVerify(ctx context.Context, cfg Config, o verifyOptions) (verify.AuditRe
 				return nil
 			})
 			if err != nil {
-				return verify.AuditReport{}, fmt.Errorf("verify: read topic %s: %w", topics[i], err)
+				if errors.Is(err, kafka.UnknownTopicOrPartition) {
+					return verify.AuditReport{}, fmt.Errorf("read topic %s: %w; check router.topic (or --topic): the topic does not exist on %s", topics[i], err, strings.Join(cfg.Kafka.Brokers, ","))
+				}
+				return verify.AuditReport{}, fmt.Errorf("read topic %s: %w", topics[i], err)
 			}
 		}
 		// Rows are checked on a fresh audit copy each pass: only the
