@@ -163,8 +163,12 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 		if time.Since(began) > time.Minute {
 			backoff = time.Second
 		}
+		resume := "the stored checkpoint or the start option (nothing acknowledged yet)"
+		if p.known {
+			resume = p.resume.String()
+		}
 		log.Warn("pipeline stopped; restarting from the last acknowledged position",
-			zap.Error(err), zap.Duration("backoff", backoff), zap.String("resume", p.resume.String()))
+			zap.Error(err), zap.Duration("backoff", backoff), zap.String("resume", resume))
 		select {
 		case <-ctx.Done():
 			log.Info("stopped")
