@@ -3,14 +3,16 @@
 // and of every transaction before it has been acknowledged.
 //
 // Ordering invariant: within a partition, no record is written after an
-// earlier record of that partition failed. kafka-go's Writer does not keep
-// this by itself (a later batch for a partition still goes out after an
-// earlier one failed), so the Writer here issues one produce round at a
-// time, sized so that each partition gets at most one batch per round
-// (records ≤ BatchSize and bytes ≤ BatchBytes per round), and stops at the
-// first failed round: the caller restarts the pipeline from the last
-// acknowledged position. Records of a round that did succeed are then
-// written again: at-least-once, with the same event id header.
+// earlier record of that partition failed. The Writer issues one produce
+// round at a time (records ≤ BatchSize and bytes ≤ BatchBytes per round)
+// through its Producer, which sends each partition's records of a round
+// as one record batch and retries only that same batch, and stops at the
+// first round that still failed: the caller restarts the pipeline from the
+// last acknowledged position. Records of a round that did succeed are then
+// written again: at-least-once, with the same event id header. (kafka-go's
+// Writer, used before, could send a partition's later batch after an
+// earlier one failed; the Producer encodes the record batches itself and
+// uses kafka-go for the connections and the protocol.)
 //
 // Batching adapts to load: when the binlog reader has nothing queued, a
 // round is sent as soon as one transaction is there (low latency); while

@@ -20,7 +20,7 @@ type Router interface {
 	Route(e *binlog.Event, end binlog.Position) (kafka.Message, error)
 }
 
-// producer is the part of *kafka.Writer the Writer uses (a fake in tests).
+// producer is the part of *Producer the Writer uses (a fake in tests).
 type producer interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	Close() error
@@ -66,37 +66,6 @@ func NewWriter(cfg Config, r Router, balancer kafka.Balancer, log *zap.Logger) *
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
 	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan binlog.Position, 64), log: log,
 		warn: &limiter{period: time.Second, burst: 10}}
-}
-
-// NewProducer returns the kafka-go producer the Writer uses, configured
-// from a validated Config: acks=all, the given partitioner, at most one
-// batch per partition per WriteMessages call of at most BatchSize records
-// and BatchBytes bytes. The republish command uses it too.
-func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *kafka.Writer {
-	codec, _ := compression(cfg.Compression)
-	kw := &kafka.Writer{
-		Addr:         kafka.TCP(cfg.Brokers...),
-		Balancer:     balancer,
-		RequiredAcks: kafka.RequireAll,
-		// One batch per partition per round: rounds never exceed these.
-		BatchSize:  cfg.BatchSize,
-		BatchBytes: cfg.BatchBytes,
-		// A round is complete when WriteMessages is called; do not linger.
-		BatchTimeout:           time.Millisecond,
-		WriteTimeout:           cfg.WriteTimeout,
-		ReadTimeout:            cfg.WriteTimeout,
-		MaxAttempts:            cfg.MaxAttempts,
-		WriteBackoffMin:        100 * time.Millisecond,
-		WriteBackoffMax:        2 * time.Second,
-		AllowAutoTopicCreation: cfg.AllowAutoTopicCreation,
-		// kafka-go looks up the topic's partition count once per record.
-		Transport:   newMetaCache(kafka.DefaultTransport, time.Second),
-		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }),
-	}
-	if codec != nil {
-		kw.Compression = kafka.Compression(codec.Code())
-	}
-	return kw
 }
 
 // DeadLettered returns how many dead-letter records this Writer wrote

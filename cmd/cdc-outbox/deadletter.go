@@ -197,7 +197,7 @@ func republish(ctx context.Context, cfg Config, o republishOptions, log *zap.Log
 	}
 	defer conn.Close()
 	rt := router.New(cfg.Router)
-	var kw *kafka.Writer
+	var kw *sink.Producer
 	if !o.dryRun {
 		kw = sink.NewProducer(cfg.Kafka, router.Balancer(), log.Named("republish"))
 		defer kw.Close()
