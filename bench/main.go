@@ -94,6 +94,7 @@ func main() {
 	b.throughput(ctx, from, to)
 	if b.profile != "" {
 		fmt.Print(b.render(time.Since(start)))
+		b.cleanup(ctx)
 		return
 	}
 	b.latency(ctx, 1000, 10*time.Second)
@@ -103,6 +104,7 @@ func main() {
 	b.dispatcher(ctx)
 	table := b.render(time.Since(start))
 	fmt.Print(table)
+	b.cleanup(ctx)
 	if *out != "" {
 		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		fail(err)
@@ -151,6 +153,45 @@ func (b *bench) setup() error {
 		}
 	}
 	return nil
+}
+
+// cleanup deletes what this run created: its topics (several GB of
+// records), its tables and its Redis checkpoints. Its binlog files stay,
+// like any other writes (binlog_expire_logs_seconds on the dev stack).
+func (b *bench) cleanup(ctx context.Context) {
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: time.Minute}
+	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{})
+	if err == nil {
+		var topics []string
+		for _, t := range md.Topics {
+			if strings.HasPrefix(t.Name, "bench.") && strings.Contains(t.Name, b.run) {
+				topics = append(topics, t.Name)
+			}
+		}
+		if len(topics) > 0 {
+			_, err = cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: cleanup: delete topics:", err)
+	}
+	c := sqlConn()
+	defer c.Close()
+	r, err := c.Execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?", "bench\\_%"+b.run)
+	if err == nil {
+		for i := range r.RowNumber() {
+			name, _ := r.GetString(i, 0)
+			if _, err := c.Execute("DROP TABLE `" + name + "`"); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: cleanup:", err)
+			}
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	if keys, err := rdb.Keys(ctx, "cdc-outbox:bench:*"+b.run+"*").Result(); err == nil && len(keys) > 0 {
+		rdb.Del(ctx, keys...)
+	}
+	_ = os.RemoveAll(b.dir)
 }
 
 // createTopic creates a topic whose record timestamps are the broker's
@@ -229,6 +270,24 @@ type trial struct {
 	d    time.Duration
 	cpu  time.Duration
 	rss  int64
+	lag  time.Duration // drain: last acknowledgement → checkpoint at the end seen
+	mcpu time.Duration // CPU time of every process on the machine during the trial
+}
+
+// machineCPU returns the CPU time every process on the machine has used
+// so far (/proc/stat: all but idle and iowait; USER_HZ = 100).
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	fail(err)
+	line, _, _ := strings.Cut(string(b), "\n")
+	var busy int64
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return time.Duration(busy) * time.Second / 100
 }
 
 // throughput measures the two raw limits and the drain b.repeat times,
@@ -252,10 +311,25 @@ func (b *bench) throughput(ctx context.Context, from, to binlog.Position) {
 	}
 	d, p, r := median(dec), median(prod), median(drain)
 	b.add("raw limit: binlog read + decode, no sink", fmt.Sprintf("%.0f events/s", d.rate), fmt.Sprintf("%d events in %s; %s", b.rows, d.d.Round(time.Millisecond), spread(dec)))
-	b.add("raw limit: kafka-go produce via sink.Writer, no binlog", fmt.Sprintf("%.0f events/s", p.rate), fmt.Sprintf("acks=all, %s; %s", p.d.Round(time.Millisecond), spread(prod)))
+	b.add("raw limit: Kafka produce via sink.Writer, no binlog", fmt.Sprintf("%.0f events/s", p.rate), fmt.Sprintf("acks=all, %s; %s", p.d.Round(time.Millisecond), spread(prod)))
 	b.add("drain: backlog published and checkpointed", fmt.Sprintf("%.0f events/s", r.rate),
-		fmt.Sprintf("%d events in %s (process start included); %s", b.rows, r.d.Round(time.Millisecond), spread(drain)))
-	b.add("drain: share of the slower raw limit", fmt.Sprintf("%.0f %%", 100*r.rate/min(d.rate, p.rate)), "medians above; target ≥ 80 %")
+		fmt.Sprintf("%d events in %s, from process start to the last record's append (acknowledgement) time; the checkpoint reached the end %s later; %s",
+			b.rows, r.d.Round(time.Millisecond), r.lag.Round(time.Millisecond), spread(drain)))
+	per10k := func(t trial) float64 { return t.mcpu.Seconds() / float64(b.rows) * 10000 }
+	b.add("machine CPU per 10,000 events (every process: publisher or bench, MariaDB, Kafka, Redis)",
+		fmt.Sprintf("decode %.3f s, produce %.3f s, drain %.3f s", per10k(d), per10k(p), per10k(r)),
+		"/proc/stat, the median trials; the drain does both halves' work")
+	cores := float64(runtime.NumCPU())
+	ceiling := cores / ((per10k(d) + per10k(p)) / 10000)
+	b.add("drain: CPU-bound ceiling on this machine", fmt.Sprintf("%.0f events/s", ceiling),
+		fmt.Sprintf("%.0f cores / (decode + produce CPU per event); the drain reached %.0f %% of it, the produce limit is %.0f %% of it",
+			cores, 100*r.rate/ceiling, 100*p.rate/ceiling))
+	var each []string
+	for i := range drain {
+		each = append(each, fmt.Sprintf("%.0f %%", 100*drain[i].rate/min(dec[i].rate, prod[i].rate)))
+	}
+	b.add("drain: share of the slower raw limit", fmt.Sprintf("%.0f %%", 100*r.rate/min(d.rate, p.rate)),
+		fmt.Sprintf("medians above; each trial against the raw limits measured just before it: %s; target ≥ 80 %%", strings.Join(each, ", ")))
 	b.add("drain: CPU per 10,000 events", fmt.Sprintf("%.3f s", r.cpu.Seconds()/float64(b.rows)*10000), fmt.Sprintf("%.1f CPU s in all (median trial)", r.cpu.Seconds()))
 	var rss int64
 	for _, t := range drain {
@@ -280,6 +354,7 @@ func (b *bench) rawBinlog(ctx context.Context, from, to binlog.Position) trial {
 	srv.Close()
 	r := binlog.NewReader(cfg, binlog.FlavorMariaDB, cols, from, nopLog())
 	fail(r.StopAt(to))
+	m0 := machineCPU()
 	began := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -289,7 +364,7 @@ func (b *bench) rawBinlog(ctx context.Context, from, to binlog.Position) trial {
 	}
 	fail(<-done)
 	d := time.Since(began)
-	return trial{rate: float64(n) / d.Seconds(), d: d}
+	return trial{rate: float64(n) / d.Seconds(), d: d, mcpu: machineCPU() - m0}
 }
 
 // rawKafka: produce the same number of records through sink.Writer
@@ -319,10 +394,11 @@ func (b *bench) rawKafka(ctx context.Context, i int) trial {
 		for range w.Acks() {
 		}
 	}()
+	m0 := machineCPU()
 	began := time.Now()
 	fail(w.Run(ctx, in))
 	d := time.Since(began)
-	return trial{rate: float64(b.rows) / d.Seconds(), d: d}
+	return trial{rate: float64(b.rows) / d.Seconds(), d: d, mcpu: machineCPU() - m0}
 }
 
 type proc struct {
@@ -390,9 +466,7 @@ func (p *proc) stop() {
 	_ = p.cmd.Wait()
 }
 
-func checkpointPos(key string) binlog.Position {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
+func checkpointPos(rdb *redis.Client, key string) binlog.Position {
 	s, err := rdb.Get(context.Background(), key).Result()
 	if err != nil {
 		return binlog.Position{}
@@ -416,6 +490,7 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 	if profile {
 		args = append(args, "--pprof", "127.0.0.1:6061")
 	}
+	m0 := machineCPU()
 	p := b.start(b.config(b.table, topic, key), args...)
 	began := time.Now()
 	if profile {
@@ -427,16 +502,58 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 			}
 		}()
 	}
-	for binlog.ComparePos(checkpointPos(key), to) < 0 {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	for binlog.ComparePos(checkpointPos(rdb, key), to) < 0 {
 		if time.Since(began) > 10*time.Minute {
 			fail(fmt.Errorf("drain did not finish"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	d := time.Since(began)
+	cpDone := time.Now()
+	mcpu := machineCPU() - m0
 	cpu, rss := p.cpuAndRSS()
 	p.stop()
-	return trial{rate: float64(b.rows) / d.Seconds(), d: d, cpu: cpu, rss: rss}
+	// The drain ends with the last acknowledgement: the broker's append
+	// time of the newest record (LogAppendTime, ms; one replica, so the
+	// append is the acknowledgement), as the raw produce limit ends when
+	// its last round is acknowledged. The checkpoint, which follows within
+	// checkpoint.interval (200 ms here), is reported apart.
+	last, n := lastAppend(context.Background(), topic)
+	if n < int64(b.rows) {
+		fail(fmt.Errorf("drain: topic %s holds %d records, want at least %d", topic, n, b.rows))
+	}
+	d := last.Sub(began)
+	return trial{rate: float64(b.rows) / d.Seconds(), d: d, cpu: cpu, rss: rss, lag: cpDone.Sub(last), mcpu: mcpu}
+}
+
+// lastAppend returns the broker's append time of topic's newest record
+// and the number of records in the topic.
+func lastAppend(ctx context.Context, topic string) (time.Time, int64) {
+	ids, err := sink.Partitions(ctx, brokers, topic)
+	fail(err)
+	var newest time.Time
+	var n int64
+	for _, p := range ids {
+		conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
+		fail(err)
+		first, last, err := conn.ReadOffsets()
+		fail(err)
+		n += last - first
+		if last > 0 {
+			_, err = conn.Seek(last-1, kafka.SeekAbsolute)
+			fail(err)
+			batch := conn.ReadBatch(1, 1<<20)
+			m, err := batch.ReadMessage()
+			fail(err)
+			if m.Time.After(newest) {
+				newest = m.Time
+			}
+			batch.Close()
+		}
+		conn.Close()
+	}
+	return newest, n
 }
 
 // liveWorkload writes rows at rate rows/s (0: as fast as MariaDB takes
