@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,10 +71,111 @@ func loadConfig(path string) (Config, error) {
 			return cfg, fmt.Errorf("config %s: %w", path, explainYAML(err))
 		}
 	}
-	if err := env.ParseWithOptions(&cfg, env.Options{Prefix: EnvPrefix}); err != nil {
+	if err := applyEnv(&cfg, os.Environ()); err != nil {
 		return cfg, fmt.Errorf("config: environment: %w", err)
 	}
 	return cfg, nil
+}
+
+// applyEnv applies the CDC_OUTBOX_* variables of environ (KEY=value) to
+// cfg. A variable with the prefix that names no setting, or a value that
+// does not parse, is an error naming the variable; all are joined.
+func applyEnv(cfg *Config, environ []string) error {
+	params, err := env.GetFieldParamsWithOptions(cfg, env.Options{Prefix: EnvPrefix})
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	var names []string
+	for _, p := range params {
+		known[p.Key] = true
+		names = append(names, p.Key)
+	}
+	set := map[string]string{}
+	var errs []error
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, EnvPrefix) {
+			continue
+		}
+		if !known[k] {
+			errs = append(errs, fmt.Errorf("%s: no such setting%s", k, suggest(k, names)))
+			continue
+		}
+		set[k] = v
+	}
+	// Each variable alone, so that a bad value is reported under its own
+	// name (the library names the Go field, which is ambiguous).
+	for k, v := range set {
+		probe := defaultConfig()
+		if err := env.ParseWithOptions(&probe, env.Options{Prefix: EnvPrefix, Environment: map[string]string{k: v}}); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v", k, v, envCause(err)))
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return errors.Join(errs...)
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return env.ParseWithOptions(cfg, env.Options{Prefix: EnvPrefix, Environment: set})
+}
+
+// envCause strips the library's wrapping down to the parse failure.
+func envCause(err error) error {
+	var agg env.AggregateError
+	if errors.As(err, &agg) && len(agg.Errors) > 0 {
+		err = agg.Errors[0]
+	}
+	var pe env.ParseError
+	if !errors.As(err, &pe) || pe.Err == nil || pe.Type == nil {
+		return err
+	}
+	want := pe.Type.String()
+	switch k := pe.Type.Kind(); {
+	case pe.Type == reflect.TypeOf(time.Duration(0)):
+		want = "a duration with a unit (e.g. 10s, 500ms, 2m)"
+	case k >= reflect.Int && k <= reflect.Uint64:
+		want = "an integer"
+	case k == reflect.Bool:
+		want = "true or false"
+	}
+	return fmt.Errorf("want %s: %w", want, pe.Err)
+}
+
+// suggest names the known variable closest to k, if one is close.
+func suggest(k string, names []string) string {
+	best, bestD := "", len(k)/3+1
+	for _, n := range names {
+		if d := editDistance(k, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return " (see the README's configuration table; section prefixes: CDC_OUTBOX_SOURCE_, _ROUTER_, _KAFKA_, _CHECKPOINT_, _LOG_)"
+	}
+	return "; did you mean " + best + "?"
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // opsConfig loads and validates the configuration of a command other than

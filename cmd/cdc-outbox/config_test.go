@@ -269,18 +269,19 @@ func TestLoadConfigEnvWithoutFile(t *testing.T) {
 }
 
 func TestLoadConfigBadEnv(t *testing.T) {
-	// caarlos0/env names the Go field, not the variable.
+	// The error names the variable and what it wants.
 	for _, kv := range [][3]string{
-		{"CDC_OUTBOX_SOURCE_SERVER_ID", "abc", `"ServerID"`},
-		{"CDC_OUTBOX_KAFKA_WRITE_TIMEOUT", "10", `"WriteTimeout"`},
-		{"CDC_OUTBOX_CHECKPOINT_DB", "x", `"DB"`},
+		{"CDC_OUTBOX_SOURCE_SERVER_ID", "abc", `CDC_OUTBOX_SOURCE_SERVER_ID="abc": want an integer`},
+		{"CDC_OUTBOX_KAFKA_WRITE_TIMEOUT", "10", `CDC_OUTBOX_KAFKA_WRITE_TIMEOUT="10": want a duration with a unit`},
+		{"CDC_OUTBOX_CHECKPOINT_DB", "x", `CDC_OUTBOX_CHECKPOINT_DB="x": want an integer`},
+		{"CDC_OUTBOX_KAFKA_ALLOW_AUTO_TOPIC_CREATION", "yes please", `want true or false`},
 	} {
 		t.Run(kv[0], func(t *testing.T) {
 			clearEnv(t)
 			t.Setenv(kv[0], kv[1])
 			_, err := loadConfig("")
 			if err == nil || !strings.HasPrefix(err.Error(), "config: environment: ") || !strings.Contains(err.Error(), kv[2]) {
-				t.Errorf("err = %v, want an environment error naming %s", err, kv[2])
+				t.Errorf("err = %v, want an environment error containing %s", err, kv[2])
 			}
 		})
 	}
@@ -474,5 +475,49 @@ func TestLoadConfigPoisonPolicy(t *testing.T) {
 	}
 	if cfg.Kafka.OnPoison != "fail" || cfg.Kafka.DeadLetterTopic != "cdc-outbox.dead-letter" {
 		t.Fatalf("defaults %+v", cfg.Kafka)
+	}
+}
+
+// A CDC_OUTBOX_* variable that names no setting is an error with the
+// closest name, and a bad value is reported under the variable's own name
+// (not the Go field's), every problem at once; other variables are ignored.
+func TestApplyEnvErrors(t *testing.T) {
+	cfg := defaultConfig()
+	err := applyEnv(&cfg, []string{
+		"HOME=/root",
+		"CDC_OUTBOX_KAFKA_BATCH_SIZ=10",
+		"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1",
+		"CDC_OUTBOX_CHECKPOINT_ADDR=127.0.0.1:2",
+		"CDC_OUTBOX_KAFKA_BATCH_SIZE=lots",
+		"CDC_OUTBOX_SOURCE_READ_TIMEOUT=5",
+		"CDC_OUTBOX_NOTHING_LIKE_IT=1",
+	})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"CDC_OUTBOX_KAFKA_BATCH_SIZ: no such setting; did you mean CDC_OUTBOX_KAFKA_BATCH_SIZE?",
+		`CDC_OUTBOX_KAFKA_BATCH_SIZE="lots": want an integer`,
+		`CDC_OUTBOX_SOURCE_READ_TIMEOUT="5": want a duration with a unit`,
+		"CDC_OUTBOX_NOTHING_LIKE_IT: no such setting (see the README",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "SOURCE_ADDR") || strings.Contains(msg, "HOME") {
+		t.Errorf("error names a good or unrelated variable:\n%s", msg)
+	}
+	if cfg.Source.Addr != defaultConfig().Source.Addr {
+		t.Errorf("a failed environment was partly applied: source.addr %q", cfg.Source.Addr)
+	}
+
+	cfg = defaultConfig()
+	if err := applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1", "CDC_OUTBOX_CHECKPOINT_ADDR=127.0.0.1:2", "CDC_OUTBOX_KAFKA_BATCH_SIZE="}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Source.Addr != "127.0.0.1:1" || cfg.Checkpoint.Addr != "127.0.0.1:2" || cfg.Kafka.BatchSize != defaultConfig().Kafka.BatchSize {
+		t.Errorf("got source.addr %q, checkpoint.addr %q, kafka.batch-size %d", cfg.Source.Addr, cfg.Checkpoint.Addr, cfg.Kafka.BatchSize)
 	}
 }
