@@ -111,7 +111,7 @@ partition counts stored with it. Exit status 0 also when there is none;
 1 when the value is corrupt; 2 on configuration or connection errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := opsConfig(path)
+			cfg, err := checkpointConfig(path)
 			if err != nil {
 				return err
 			}
@@ -309,7 +309,7 @@ from the configured start unless given --start or --recover-checkpoint.
 A running publisher writes the key again at its next write: stop it first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := opsConfig(path)
+			cfg, err := checkpointConfig(path)
 			if err != nil {
 				return err
 			}

@@ -195,6 +195,21 @@ func opsConfig(path string) (Config, error) {
 	return cfg, nil
 }
 
+// checkpointConfig loads the configuration of the commands that only read
+// or delete the stored checkpoint (checkpoint show, reset): only the
+// checkpoint and log sections must be valid, so that an operator can look
+// at a checkpoint with a config that has just checkpoint.addr and key.
+func checkpointConfig(path string) (Config, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return cfg, err
+	}
+	if err := errors.Join(cfg.Checkpoint.Validate(), cfg.Log.validate()); err != nil {
+		return cfg, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
 // explainYAML rewrites yaml.v3's type errors, which name Go types ("field
 // batch-sise not found in type sink.Config"), in the file's terms: the key
 // path, the keys that section has, and that a duration needs a unit. All
@@ -262,17 +277,7 @@ func errEOF(err error) error {
 
 // Validate validates every section and joins all errors.
 func (c *Config) Validate() error {
-	errs := []error{c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate()}
-	switch c.Log.Format {
-	case "json", "console":
-	default:
-		errs = append(errs, fmt.Errorf("log.format: %q: want json or console", c.Log.Format))
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level))
-	}
+	errs := []error{c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate(), c.Log.validate()}
 	if c.Kafka.DeadLetterTopic != "" && c.Kafka.DeadLetterTopic == c.Router.Topic {
 		errs = append(errs, fmt.Errorf("kafka.dead-letter-topic: %q: must differ from router.topic", c.Kafka.DeadLetterTopic))
 	}
@@ -281,6 +286,21 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryBackoffMax < time.Second {
 		errs = append(errs, fmt.Errorf("retry-backoff-max: %s: want at least 1s", c.RetryBackoffMax))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *LogConfig) validate() error {
+	var errs []error
+	switch c.Format {
+	case "json", "console":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: %q: want json or console", c.Format))
+	}
+	switch c.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Level))
 	}
 	return errors.Join(errs...)
 }

@@ -521,3 +521,21 @@ func TestApplyEnvErrors(t *testing.T) {
 		t.Errorf("got source.addr %q, checkpoint.addr %q, kafka.batch-size %d", cfg.Source.Addr, cfg.Checkpoint.Addr, cfg.Kafka.BatchSize)
 	}
 }
+
+// checkpoint show and reset only touch Redis: a config with just the
+// checkpoint section is enough for them, not for the other commands.
+func TestCheckpointConfigNeedsOnlyCheckpoint(t *testing.T) {
+	clearEnv(t)
+	p := writeConfig(t, "checkpoint: {addr: \"127.0.0.1:6379\", key: \"cdc-outbox:im\"}\n")
+	if _, err := checkpointConfig(p); err != nil {
+		t.Fatalf("checkpointConfig: %v", err)
+	}
+	if _, err := opsConfig(p); err == nil || !strings.Contains(err.Error(), "source.") {
+		t.Fatalf("opsConfig = %v, want the source section's errors", err)
+	}
+	p = writeConfig(t, "checkpoint: {addr: \"nope\", key: \"\"}\nlog: {level: loud}\n")
+	_, err := checkpointConfig(p)
+	if err == nil || !strings.Contains(err.Error(), "checkpoint.addr") || !strings.Contains(err.Error(), "checkpoint.key") || !strings.Contains(err.Error(), "log.level") {
+		t.Fatalf("checkpointConfig = %v, want checkpoint.addr, checkpoint.key and log.level named", err)
+	}
+}
