@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	_ "net/http/pprof" // --pprof
 	"slices"
@@ -167,8 +168,11 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 		if p.known {
 			resume = p.resume.String()
 		}
-		log.Warn("pipeline stopped; restarting from the last acknowledged position",
-			zap.Error(err), zap.Duration("backoff", backoff), zap.String("resume", resume))
+		fields := []zap.Field{zap.Error(err), zap.Duration("backoff", backoff), zap.String("resume", resume)}
+		if h := reachHint(err, cfg); h != "" {
+			fields = append(fields, zap.String("hint", h))
+		}
+		log.Warn("pipeline stopped; restarting from the last acknowledged position", fields...)
 		select {
 		case <-ctx.Done():
 			log.Info("stopped")
@@ -177,6 +181,44 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 		}
 		backoff = min(backoff*2, cfg.RetryBackoffMax)
 	}
+}
+
+// reachHint names the setting behind a failed connection to Kafka or Redis
+// in err, for the restart warning, or returns "" (no dial or DNS failure,
+// or one to the source, whose errors name source.addr already). The failed
+// address is compared with kafka.brokers and checkpoint.addr; a broker
+// address that is neither (in a Kafka error) is one the cluster advertises
+// (advertised.listeners).
+func reachHint(err error, cfg Config) string {
+	var dns *net.DNSError
+	var op *net.OpError
+	target := ""
+	switch {
+	case errors.As(err, &dns):
+		target = dns.Name
+	case errors.As(err, &op) && op.Op == "dial" && op.Addr != nil:
+		target = op.Addr.String()
+	default:
+		return ""
+	}
+	is := func(addrs ...string) bool {
+		for _, a := range addrs {
+			if host, _, _ := net.SplitHostPort(a); a == target || host == target {
+				return true
+			}
+		}
+		return false
+	}
+	var we *sink.WriteError
+	switch {
+	case is(cfg.Kafka.Brokers...):
+		return fmt.Sprintf("cannot reach Kafka at %s: is the broker up, and kafka.brokers right?", target)
+	case is(cfg.Checkpoint.Addr):
+		return fmt.Sprintf("cannot reach Redis at %s: is it up, and checkpoint.addr right?", target)
+	case errors.As(err, &we):
+		return fmt.Sprintf("cannot reach %s, a broker address the Kafka cluster advertises (advertised.listeners), not one of kafka.brokers: this host must resolve and reach it", target)
+	}
+	return "" // the source's errors name source.addr themselves
 }
 
 // fatal decides, in one place, which errors stop the process instead of
