@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -13,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 func checkCommand() *cobra.Command {
@@ -41,6 +43,8 @@ configuration errors.`,
 			if err != nil {
 				return err
 			}
+			// The logger carries go-redis's own messages; the checks'
+			// warnings are lines of the report (checkReport.logger).
 			log, err := newLogger(cfg.Log)
 			if err != nil {
 				return err
@@ -48,7 +52,7 @@ configuration errors.`,
 			defer func() { _ = log.Sync() }()
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			r := &checkReport{w: cmd.OutOrStdout()}
-			runChecks(ctx, cfg, r, log)
+			runChecks(ctx, cfg, r)
 			r.summary()
 			if r.failed > 0 {
 				return exitError{code: 1}
@@ -62,9 +66,58 @@ configuration errors.`,
 
 // checkReport prints check lines and counts failures.
 type checkReport struct {
-	w              io.Writer
-	passed, failed int
+	w                      io.Writer
+	passed, failed, warned int
 }
+
+// warn prints a WARN line: something the check could not verify, or a
+// setting that works but is not recommended.
+func (r *checkReport) warn(what, format string, a ...any) {
+	r.warned++
+	fmt.Fprintf(r.w, "WARN  %-12s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+// logger returns a logger whose warnings and errors become WARN lines of
+// the report under what (the stages log what they cannot check, e.g.
+// listing replicas without the privilege); lower levels are dropped.
+func (r *checkReport) logger(what string) *zap.Logger {
+	return zap.New(reportCore{r: r, what: what})
+}
+
+type reportCore struct {
+	r      *checkReport
+	what   string
+	fields []zapcore.Field
+}
+
+func (c reportCore) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
+
+func (c reportCore) With(f []zapcore.Field) zapcore.Core {
+	c.fields = append(slices.Clone(c.fields), f...)
+	return c
+}
+
+func (c reportCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c reportCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range append(slices.Clone(c.fields), fields...) {
+		f.AddTo(enc)
+	}
+	msg := e.Message
+	if err, ok := enc.Fields["error"].(string); ok {
+		msg += " (" + err + ")"
+	}
+	c.r.warn(c.what, "%s", msg)
+	return nil
+}
+
+func (reportCore) Sync() error { return nil }
 
 // ok prints an OK line.
 func (r *checkReport) ok(what, format string, a ...any) {
@@ -80,6 +133,10 @@ func (r *checkReport) fail(what, format string, a ...any) {
 
 func (r *checkReport) summary() {
 	if r.failed == 0 {
+		if r.warned > 0 {
+			fmt.Fprintf(r.w, "result: OK (%d checks, %d %s)\n", r.passed, r.warned, plural(r.warned, "warning", "warnings"))
+			return
+		}
 		fmt.Fprintf(r.w, "result: OK (%d checks)\n", r.passed)
 		return
 	}
@@ -94,23 +151,26 @@ func split(err error) []error {
 	return []error{err}
 }
 
-func runChecks(ctx context.Context, cfg Config, r *checkReport, log *zap.Logger) {
+func runChecks(ctx context.Context, cfg Config, r *checkReport) {
 	src := cfg.Source
 	// A preflight reports a server_id conflict at once instead of waiting
 	// for a killed publisher's registration to go away.
 	src.ServerIDWait = 0
-	srv, err := binlog.Connect(ctx, src, log.Named("source"))
+	srv, err := binlog.Connect(ctx, src, r.logger("source"))
 	if err != nil {
 		r.fail("source", "%v", err) // Connect's error names the address, the user and the fix
 	} else {
 		defer srv.Close()
 		r.ok("source", "connected to %s as %q (%s %s, server_id %d)", src.Addr, src.User, srv.Flavor(), srv.Version(), srv.ServerID())
+		warned := r.warned
 		if err := srv.Check(ctx); err != nil {
 			for _, e := range split(err) {
 				r.fail("source", "%v", e)
 			}
-		} else {
+		} else if r.warned == warned {
 			r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges, server_id %d unused", src.ServerID)
+		} else {
+			r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges; server_id %d not checked (see WARN)", src.ServerID)
 		}
 		if cols, err := srv.Columns(); err != nil {
 			r.fail("outbox", "%v", err)
@@ -218,4 +278,11 @@ func checkCheckpoint(ctx context.Context, cfg Config, store *checkpoint.Store, s
 		}
 		r.ok("checkpoint", "%s at %s, on the server; %s", store.Key(), strings.TrimSpace(pos), extra)
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
