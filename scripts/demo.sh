@@ -13,9 +13,9 @@ $STACK up
 eval "$($STACK env)"
 
 say "2. Build"
-mkdir -p bin
-go build -o bin/cdc-outbox ./cmd/cdc-outbox
+make --no-print-directory build
 go build -o bin/imdemo ./examples/imdemo
+bin/cdc-outbox --version
 
 RUN=$(date +%Y%m%d%H%M%S)
 WORK="$CDC_STACK_DIR/demo/$RUN"
@@ -86,5 +86,8 @@ say "8. Graceful stop (SIGTERM: flush, checkpoint, exit 0)"
 kill -TERM "$PUB"; wait "$PUB" && echo "  cdc-outbox exited 0" || { echo "  cdc-outbox exit code $?"; status=1; }
 PUB=""
 echo "  final checkpoint: $($STACK redis-cli GET "$KEY")"
+
+say "9. cdc-outbox verify: the topic against the outbox table (missing, duplicated, reordered, split)"
+if ! bin/cdc-outbox verify --config config.example.yaml --wait 30s 2>&1 | sed 's/^/  /'; then status=1; fi
 echo "  logs: $WORK"
 exit $status
