@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"testing"
+
+	"github.com/go-mysql-org/go-mysql/replication"
 )
 
 // readAll reads paths for table with the fast rows decoder or, with slow,
@@ -102,5 +104,19 @@ func TestFastRowsValues(t *testing.T) {
 		if e.ID != w.id || e.SenderID != w.sender || string(e.Payload) != w.payload || e.CreatedAt != w.createdAt {
 			t.Errorf("event %d = id %d sender %d payload %s created_at %q; want %+v", i, e.ID, e.SenderID, e.Payload, e.CreatedAt, w)
 		}
+	}
+}
+
+// The fast decoder leaves MariaDB compressed rows events to go-mysql by
+// reading RowsEvent's unexported "compressed" flag: a go-mysql upgrade that
+// renames it must fail here, not silently send compressed bodies to the
+// fast path.
+func TestCompressedFlagFound(t *testing.T) {
+	if compressedField < 0 {
+		t.Fatal("replication.RowsEvent has no bool field \"compressed\" any more: update isCompressed in fastrows.go")
+	}
+	var e replication.RowsEvent
+	if isCompressed(&e) {
+		t.Fatal("a zero RowsEvent reads as compressed")
 	}
 }
