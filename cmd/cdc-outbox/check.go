@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -260,7 +261,15 @@ func checkCheckpoint(ctx context.Context, cfg Config, store *checkpoint.Store, s
 	if srv != nil && cp.File != "" && (cfg.Source.PositionMode == binlog.ModeFile || cp.GTIDSet == "") {
 		if err := srv.Available(cp.Position()); err != nil {
 			problems++
-			r.fail("checkpoint", "%v: the publisher cannot resume; see docs/operations.md (checkpoint set)", err)
+			purged := errors.Is(err, binlog.ErrPositionUnavailable)
+			switch policy := cfg.Source.OnPurged; {
+			case purged && cfg.Source.Archive != "":
+				r.warn("checkpoint", "%v: run catches up from source.archive (%s) if it holds that binlog; otherwise source.on-purged (%s) decides", err, cfg.Source.Archive, cmp.Or(policy, binlog.OnPurgedFail))
+			case purged && (policy == binlog.OnPurgedEarliest || policy == binlog.OnPurgedLatest):
+				r.warn("checkpoint", "%v: run will resume at the %s position (source.on-purged: %s), so the events of the purged binlog are NOT published; to keep them, restore the binlog files and set source.archive", err, policy, policy)
+			default:
+				r.fail("checkpoint", "%v: the publisher cannot resume; see docs/operations.md (checkpoint set, source.archive, source.on-purged)", err)
+			}
 		}
 	}
 	if changes := partitionChanges(cp.Partitions, parts); len(changes) > 0 {
