@@ -46,6 +46,7 @@ type Writer struct {
 
 	budget Releaser
 	sizes  []int64 // Txn.Held of each pending transaction, released on ack
+	obs    Observer
 }
 
 // Releaser takes back the memory of acknowledged transactions
@@ -55,6 +56,39 @@ type Releaser interface{ Release(n int64) }
 // SetBudget makes the Writer release each transaction's Txn.Held to b once
 // the transaction is acknowledged. Call it before Run.
 func (w *Writer) SetBudget(b Releaser) { w.budget = b }
+
+// Observer receives the Writer's measurements (cmd/cdc-outbox exports them
+// as Prometheus metrics). Its methods are called from the Writer's
+// goroutine and must not block.
+type Observer interface {
+	// Produced reports one produce call (a round, a resend of one
+	// record, a dead letter): its records, how long it took until
+	// acknowledged or given up, and its error (nil: all acknowledged; a
+	// kafka.WriteErrors says which records failed).
+	Produced(msgs []kafka.Message, d time.Duration, err error)
+	// Acked reports the end of an acknowledged run of transactions; its
+	// Time is the commit time of the last one (1 s resolution).
+	Acked(p binlog.Position)
+}
+
+// SetObserver makes the Writer report to o. Call it before Run.
+func (w *Writer) SetObserver(o Observer) {
+	w.obs = o
+	w.kw = observed{w.kw, o}
+}
+
+// observed reports each produce call of a producer to an Observer.
+type observed struct {
+	producer
+	obs Observer
+}
+
+func (o observed) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	began := time.Now()
+	err := o.producer.WriteMessages(ctx, msgs...)
+	o.obs.Produced(msgs, time.Since(began), err)
+	return err
+}
 
 // NewWriter returns a Writer for a validated Config. balancer must be the
 // partitioner every producer of these topics uses (router.Balancer()).
@@ -267,6 +301,9 @@ func (w *Writer) ack(ctx context.Context, p binlog.Position) error {
 	select {
 	case w.acks <- p:
 		w.acked = p
+		if w.obs != nil {
+			w.obs.Acked(p)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

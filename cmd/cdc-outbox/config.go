@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"regexp"
@@ -36,6 +37,9 @@ type Config struct {
 	// RetryBackoffMax caps the wait between pipeline restarts after a
 	// retryable error (broker, database or network down).
 	RetryBackoffMax time.Duration `yaml:"retry-backoff-max" env:"RETRY_BACKOFF_MAX"`
+	// MetricsAddr is where run serves Prometheus metrics at /metrics,
+	// host:port (e.g. 127.0.0.1:9108); empty: not served.
+	MetricsAddr string `yaml:"metrics-addr" env:"METRICS_ADDR"`
 }
 
 // LogConfig configures zap.
@@ -286,6 +290,11 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryBackoffMax < time.Second {
 		errs = append(errs, fmt.Errorf("retry-backoff-max: %s: want at least 1s", c.RetryBackoffMax))
+	}
+	if c.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("metrics-addr: %q: want host:port (e.g. 127.0.0.1:9108, or :9108 for every interface)", c.MetricsAddr))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -95,7 +95,23 @@ exit 0.`,
 					}
 				}()
 			}
-			if err := supervise(ctx, cfg, runOptions{explicitStart: explicit, acceptPartitionChange: accept, backfill: backfill}, log); err != nil {
+			m := newMetrics()
+			if cfg.MetricsAddr != "" {
+				ln, err := net.Listen("tcp", cfg.MetricsAddr)
+				if err != nil {
+					log.Error("metrics-addr", zap.Error(err))
+					return exitError{code: 2}
+				}
+				srv := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 5 * time.Second}
+				defer srv.Close()
+				go func() { // owned here: closed when run returns
+					if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						log.Warn("metrics server", zap.Error(err))
+					}
+				}()
+				log.Info("serving metrics", zap.String("addr", ln.Addr().String()), zap.String("path", "/metrics"))
+			}
+			if err := supervise(ctx, cfg, runOptions{explicitStart: explicit, acceptPartitionChange: accept, backfill: backfill, metrics: m}, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
 			}
@@ -125,6 +141,8 @@ type runOptions struct {
 	acceptPartitionChange bool
 	// backfill: --backfill (refused when a checkpoint exists).
 	backfill bool
+	// metrics receive the writers' measurements and the restarts.
+	metrics *metrics
 }
 
 // supervise runs the pipeline, restarting it from the last acknowledged
@@ -140,7 +158,11 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover))
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
-	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: opts.explicitStart, acceptPartitionChange: opts.acceptPartitionChange, backfillFlag: opts.backfill}
+	if opts.metrics == nil {
+		opts.metrics = newMetrics()
+	}
+	p := &pipeline{cfg: cfg, store: store, log: log, explicitStart: opts.explicitStart, acceptPartitionChange: opts.acceptPartitionChange, backfillFlag: opts.backfill,
+		metrics: opts.metrics}
 	defer func() {
 		if p.deadLettered > 0 {
 			log.Warn("poison records were sent to the dead-letter topic; see docs/poison.md to republish them",
@@ -173,6 +195,7 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 			fields = append(fields, zap.String("hint", h))
 		}
 		log.Warn("pipeline stopped; restarting from the last acknowledged position", fields...)
+		p.metrics.restarted()
 		select {
 		case <-ctx.Done():
 			log.Info("stopped")
@@ -233,11 +256,12 @@ func fatal(err error) bool {
 }
 
 type pipeline struct {
-	cfg    Config
-	store  *checkpoint.Store
-	log    *zap.Logger
-	resume binlog.Position // newest acknowledged position, once known
-	known  bool
+	cfg     Config
+	store   *checkpoint.Store
+	log     *zap.Logger
+	metrics *metrics
+	resume  binlog.Position // newest acknowledged position, once known
+	known   bool
 	// explicitStart: the start option came from --start, the operator's
 	// choice for this run, rather than from the configuration file.
 	explicitStart bool
@@ -396,6 +420,7 @@ func (p *pipeline) stages(ctx context.Context, what string, read func(context.Co
 		time.AfterFunc(p.cfg.ShutdownTimeout, stopDrain)
 	})
 	defer unhook()
+	writer.SetObserver(p.metrics)
 	g.Go(func() error { return read(readCtx) })
 	g.Go(func() error { return writer.Run(drainCtx, txns) })
 	g.Go(func() error { return committer.Run(drainCtx, writer.Acks()) })

@@ -7,6 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -14,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
@@ -323,6 +327,78 @@ func TestCheckWarnsWithoutReplicaListing(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.HasPrefix(line, "OK ") && !strings.HasPrefix(line, "WARN ") && !strings.HasPrefix(line, "result: ") {
 			t.Fatalf("check printed a line that is not part of the report: %q\n%s", line, out)
+		}
+	}
+}
+
+// A checkpoint whose binlog is no longer on the server: check fails under
+// source.on-purged fail (the default), and warns, saying what run will do,
+// under earliest/latest (events skipped) or with source.archive.
+func TestCheckPurgedCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	c := e.sql()
+	r, err := c.Execute("SELECT @@server_id")
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := r.GetInt(0, 0)
+	e.saveCheckpoint(checkpoint.Checkpoint{File: "mariadb-bin.000000", Pos: 4, ServerID: uint32(id), Flavor: "mariadb"})
+	for _, c := range []struct {
+		env  []string
+		code int
+		want string
+	}{
+		{nil, 1, "FAIL  checkpoint   binlog: start position not available on the server"},
+		{[]string{"CDC_OUTBOX_SOURCE_ON_PURGED=earliest"}, 0, "WARN  checkpoint   binlog: start position not available on the server"},
+		{[]string{"CDC_OUTBOX_SOURCE_ON_PURGED=latest"}, 0, "events of the purged binlog are NOT published"},
+		{[]string{"CDC_OUTBOX_SOURCE_ARCHIVE=" + t.TempDir()}, 0, "run catches up from source.archive"},
+	} {
+		out, code := e.cli(c.env, "check")
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Fatalf("check %v: exit %d, want %d with %q:\n%s", c.env, code, c.code, c.want, out)
+		}
+	}
+}
+
+// run serves Prometheus metrics on metrics-addr: after a workload every
+// record is counted as produced on the topic, with the commit time of the
+// newest acknowledged transaction and the ack delay.
+func TestMetricsEndpoint(t *testing.T) {
+	e := newEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e.extra = "metrics-addr: " + addr + "\n"
+	p := e.start()
+	defer p.stop(t, 30*time.Second)
+	plan := workload.Generate(31, 0, 20, 300, 1, 20, 100)
+	if err := produce(e.writer(), plan); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`cdc_outbox_records_produced_total{topic=%q} %d`, e.topic, plan.Total)
+	var body string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		res, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			body = string(b)
+			if strings.Contains(body, want+"\n") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed %q (err %v):\n%s", want, err, body)
+		}
+	}
+	for _, re := range []string{`cdc_outbox_acked_commit_timestamp_seconds 1\.[0-9.e+]+`, `cdc_outbox_ack_delay_seconds [0-9.e+-]+`,
+		`cdc_outbox_produce_seconds_count\{result="ok"\} [1-9]`, `cdc_outbox_pipeline_restarts_total 0`} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("/metrics lacks %s", re)
 		}
 	}
 }
