@@ -12,6 +12,26 @@ import (
 // those limits together, or shrink the payload.
 var ErrRecordTooLarge = errors.New("sink: record too large")
 
+// PartitionCountError reports a topic whose partition count changed under
+// a running Producer (Pin, or its first use of the topic): producing on
+// would move keys to other partitions and break per-key order across the
+// change, so the Producer refuses before sending anything with the new
+// count. It matches ErrPartitionCount; IsFatal reports it.
+type PartitionCountError struct {
+	Topic       string
+	Pinned, Now int
+}
+
+func (e *PartitionCountError) Error() string {
+	return fmt.Sprintf("topic %s has %d partitions now, %d when the publisher started using it", e.Topic, e.Now, e.Pinned)
+}
+
+// Is makes a *PartitionCountError match ErrPartitionCount.
+func (e *PartitionCountError) Is(target error) bool { return target == ErrPartitionCount }
+
+// ErrPartitionCount matches every *PartitionCountError.
+var ErrPartitionCount = errors.New("sink: topic partition count changed")
+
 // WriteError is a failed produce round. EventID, Topic and Pos identify the
 // first record that failed and the position of its transaction's end.
 type WriteError struct {

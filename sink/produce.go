@@ -54,6 +54,8 @@ type Producer struct {
 	log       *zap.Logger
 	warn      *limiter
 
+	pinned map[string]int // partition count of each topic seen (Pin, or first use)
+
 	buf   []byte           // encoded batches of the current round
 	parts map[tp]*partData // the current round's partitions
 	order []*partData      // in order of first record
@@ -96,6 +98,18 @@ func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *Producer
 		log:       log,
 		warn:      &limiter{period: time.Second, burst: 5},
 		parts:     map[tp]*partData{},
+		pinned:    map[string]int{},
+	}
+}
+
+// Pin records the partition count each topic had when the publisher
+// started (stored with the checkpoint). WriteMessages refuses, with a
+// *PartitionCountError, to produce to a topic whose count differs from
+// its pinned one; a topic not pinned is pinned at its first use. Call it
+// before the first WriteMessages.
+func (c *Producer) Pin(counts map[string]int) {
+	for t, n := range counts {
+		c.pinned[t] = n
 	}
 }
 
@@ -116,8 +130,18 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		return nil
 	}
 	defer c.reset()
-	if err := c.assign(ctx, msgs); err != nil {
-		return err
+	// A topic's metadata may be missing for a moment (auto-created,
+	// leader elections, a broker restarting): retried like a produce.
+	for attempt := 1; ; attempt++ {
+		err := c.assign(ctx, msgs)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ErrPartitionCount) || !retriable(err) || attempt >= c.cfg.MaxAttempts || ctx.Err() != nil {
+			return err
+		}
+		c.reset()
+		c.backoff(ctx, attempt, "topic metadata unavailable; retrying", zap.String("topic", msgs[0].Topic), zap.Error(err))
 	}
 	now := time.Now().UnixMilli()
 	c.buf = c.buf[:0]
@@ -161,18 +185,8 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		if !retry || attempt >= c.cfg.MaxAttempts || ctx.Err() != nil {
 			break
 		}
-		delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, 2*time.Second)
-		if ok, suppressed := c.warn.allow(time.Now()); ok {
-			c.log.Warn("produce failed; retrying", zap.String("topic", sample.topic), zap.Int32("partition", sample.partition),
-				zap.Int("partitions_failed", failed), zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
-				zap.Duration("backoff", delay), zap.Error(sample.err), zap.Int("suppressed", suppressed))
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+		c.backoff(ctx, attempt, "produce failed; retrying", zap.String("topic", sample.topic), zap.Int32("partition", sample.partition),
+			zap.Int("partitions_failed", failed), zap.Error(sample.err))
 		// Leaders may have moved: route the failed batches again.
 		if err := c.leaders(ctx); err != nil {
 			for _, p := range c.order {
@@ -194,6 +208,22 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 	return werrs
 }
 
+// backoff waits 100 ms × attempt², at most 2 s (or until ctx is done),
+// logging msg (rate-limited) with fields.
+func (c *Producer) backoff(ctx context.Context, attempt int, msg string, fields ...zap.Field) {
+	delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, 2*time.Second)
+	if ok, suppressed := c.warn.allow(time.Now()); ok {
+		c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
+			zap.Duration("backoff", delay), zap.Int("suppressed", suppressed))...)
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // assign maps each record to its partition (and the partition's leader).
 func (c *Producer) assign(ctx context.Context, msgs []kafka.Message) error {
 	var topic string
@@ -211,6 +241,11 @@ func (c *Producer) assign(ctx context.Context, msgs []kafka.Message) error {
 				ids = append(ids, int(p.PartitionIndex))
 			}
 			slices.Sort(ids)
+			if n, ok := c.pinned[topic]; !ok {
+				c.pinned[topic] = len(ids)
+			} else if n != len(ids) {
+				return &PartitionCountError{Topic: topic, Pinned: n, Now: len(ids)}
+			}
 		}
 		k := tp{m.Topic, int32(c.balancer.Balance(*m, ids...))}
 		p := c.parts[k]

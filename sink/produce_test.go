@@ -166,3 +166,28 @@ func TestProducerReportsPerRecord(t *testing.T) {
 		})
 	}
 }
+
+// A topic whose partition count changes under the Producer (pinned at
+// start, or at its first use) is refused before anything is sent.
+func TestProducerRefusesPartitionCountChange(t *testing.T) {
+	for _, pin := range []bool{true, false} {
+		f := &fakeCluster{parts: 3, sent: map[int32][][]byte{}}
+		p := fakeProducer(f)
+		if pin {
+			p.Pin(map[string]int{"t": 3})
+		}
+		if err := p.WriteMessages(context.Background(), roundOf(10)...); err != nil {
+			t.Fatal(err)
+		}
+		f.parts = 4
+		reqs := f.reqs
+		err := p.WriteMessages(context.Background(), roundOf(10)...)
+		var pce *PartitionCountError
+		if !errors.As(err, &pce) || pce.Pinned != 3 || pce.Now != 4 || !errors.Is(err, ErrPartitionCount) || !IsFatal(err) {
+			t.Fatalf("pin %v: err = %v, want a fatal PartitionCountError 3 → 4", pin, err)
+		}
+		if f.reqs != reqs {
+			t.Fatalf("pin %v: %d produce requests sent after the change", pin, f.reqs-reqs)
+		}
+	}
+}

@@ -47,6 +47,7 @@ type Writer struct {
 	budget Releaser
 	sizes  []int64 // Txn.Held of each pending transaction, released on ack
 	obs    Observer
+	prod   *Producer // kw before any wrapping; nil with a fake
 }
 
 // Releaser takes back the memory of acknowledged transactions
@@ -94,7 +95,19 @@ func (o observed) WriteMessages(ctx context.Context, msgs ...kafka.Message) erro
 // partitioner every producer of these topics uses (router.Balancer()).
 func NewWriter(cfg Config, r Router, balancer kafka.Balancer, log *zap.Logger) *Writer {
 	log = log.Named("sink")
-	return newWriter(cfg, r, NewProducer(cfg, balancer, log), log)
+	p := NewProducer(cfg, balancer, log)
+	w := newWriter(cfg, r, p, log)
+	w.prod = p
+	return w
+}
+
+// PinPartitions makes the Writer's producer refuse to write to a topic
+// whose partition count differs from counts (see Producer.Pin): the
+// counts stored with the checkpoint. Call it before Run.
+func (w *Writer) PinPartitions(counts map[string]int) {
+	if w.prod != nil {
+		w.prod.Pin(counts)
+	}
 }
 
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
@@ -402,8 +415,10 @@ func (w *Writer) writeError(err error, pending []binlog.Position) error {
 	var tooLarge kafka.MessageTooLargeError
 	if errors.As(err, &tooLarge) || errors.Is(err, kafka.MessageSizeTooLarge) {
 		err = fmt.Errorf("%w: %v: raise the broker's message.max.bytes / the topic's max.message.bytes, or kafka.batch-bytes", ErrRecordTooLarge, err)
-	} else if errors.Is(err, kafka.UnknownTopicOrPartition) {
+	} else if errors.Is(err, kafka.UnknownTopicOrPartition) && !w.cfg.AllowAutoTopicCreation {
 		err = fmt.Errorf("%w; create the topic (with the partition count you want), or set kafka.allow-auto-topic-creation: true", err)
+	} else if errors.Is(err, kafka.UnknownTopicOrPartition) {
+		err = fmt.Errorf("%w; kafka.allow-auto-topic-creation is on, but the broker did not create the topic: check the broker's auto.create.topics.enable, or create it", err)
 	}
 	m := &w.msgs[at]
 	return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: pending[w.owner[at]], Err: err}
@@ -447,9 +462,10 @@ func compression(name string) (compress.Codec, error) {
 
 // IsFatal reports whether err is a write error that a restart cannot fix:
 // a poison record under the fail policy (ErrPoison), a record too large
-// (ErrRecordTooLarge), or a broker refusal that does not go away.
+// (ErrRecordTooLarge), a topic's partition count changed under the
+// publisher (ErrPartitionCount), or a broker refusal that does not go away.
 func IsFatal(err error) bool {
-	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) {
+	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrPartitionCount) {
 		return true
 	}
 	var ke kafka.Error

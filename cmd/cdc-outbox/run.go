@@ -421,12 +421,20 @@ func (p *pipeline) stages(ctx context.Context, what string, read func(context.Co
 	})
 	defer unhook()
 	writer.SetObserver(p.metrics)
+	writer.PinPartitions(p.parts)
 	g.Go(func() error { return read(readCtx) })
 	g.Go(func() error { return writer.Run(drainCtx, txns) })
 	g.Go(func() error { return committer.Run(drainCtx, writer.Acks()) })
 	err := g.Wait()
 	p.resume = committer.Acked()
 	p.deadLettered += writer.DeadLettered()
+	var pce *sink.PartitionCountError
+	if errors.As(err, &pce) {
+		// Partitions added while running: nothing was produced with the
+		// new count; the same decision as at start.
+		err = fmt.Errorf("%w (noticed while running: nothing was published with the new count)",
+			partitionChangeError(p.store.Key(), []partitionChange{{Topic: pce.Topic, Stored: pce.Pinned, Now: pce.Now}}))
+	}
 	return err
 }
 

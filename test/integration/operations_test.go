@@ -22,6 +22,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 )
 
 // cli runs `cdc-outbox <args> --config <e's config>` with extra environment
@@ -399,6 +400,50 @@ func TestMetricsEndpoint(t *testing.T) {
 		`cdc_outbox_produce_seconds_count\{result="ok"\} [1-9]`, `cdc_outbox_pipeline_restarts_total 0`} {
 		if !regexp.MustCompile(re).MatchString(body) {
 			t.Errorf("/metrics lacks %s", re)
+		}
+	}
+}
+
+// Partitions added while run is live: the publisher stops (exit 1) at the
+// next round, before producing anything with the new count, so no
+// conversation moves partition; the error is the start-time one, naming
+// --accept-partition-change. Nothing published before is lost.
+func TestPartitionIncreaseWhileRunning(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	plan := workload.Generate(43, 0, 20, 300, 1, 20, 100)
+	if err := produce(e.writer(), plan); err != nil {
+		t.Fatal(err)
+	}
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	alterPartitions(t, e.topic, partitions+2)
+	more := workload.Generate(44, 1000, 20, 100, 1, 20, 100)
+	if err := produce(e.writer(), more); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+	case <-time.After(time.Minute):
+		t.Fatal("the publisher kept running after the partition count changed")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	want := fmt.Sprintf("%s: %d → %d partitions", e.topic, partitions, partitions+2)
+	if !logHas(p.log, want) || !logHas(p.log, "noticed while running") || !logHas(p.log, "--accept-partition-change") {
+		b, _ := os.ReadFile(p.log)
+		t.Fatalf("error does not explain the change (%q):\n%s", want, tail(string(b), 5))
+	}
+	for part := partitions; part < partitions+2; part++ {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", brokers[0], e.topic, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil || last != 0 {
+			t.Fatalf("new partition %d holds %d records (err %v): keys moved", part, last, err)
 		}
 	}
 }
