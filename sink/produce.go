@@ -141,7 +141,12 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 			return err
 		}
 		c.reset()
-		c.backoff(ctx, attempt, "topic metadata unavailable; retrying", zap.String("topic", msgs[0].Topic), zap.Error(err))
+		creating := c.cfg.AllowAutoTopicCreation && errors.Is(err, kafka.UnknownTopicOrPartition) && attempt == 1
+		if creating {
+			// The broker creates the topic on this first request.
+			c.log.Info("waiting for the broker to create the topic (kafka.allow-auto-topic-creation)", zap.String("topic", msgs[0].Topic))
+		}
+		c.backoff(ctx, attempt, !creating, "topic metadata unavailable; retrying", zap.String("topic", msgs[0].Topic), zap.Error(err))
 	}
 	now := time.Now().UnixMilli()
 	c.buf = c.buf[:0]
@@ -185,7 +190,7 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		if !retry || attempt >= c.cfg.MaxAttempts || ctx.Err() != nil {
 			break
 		}
-		c.backoff(ctx, attempt, "produce failed; retrying", zap.String("topic", sample.topic), zap.Int32("partition", sample.partition),
+		c.backoff(ctx, attempt, true, "produce failed; retrying", zap.String("topic", sample.topic), zap.Int32("partition", sample.partition),
 			zap.Int("partitions_failed", failed), zap.Error(sample.err))
 		// Leaders may have moved: route the failed batches again.
 		if err := c.leaders(ctx); err != nil {
@@ -209,10 +214,10 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 }
 
 // backoff waits 100 ms × attempt², at most 2 s (or until ctx is done),
-// logging msg (rate-limited) with fields.
-func (c *Producer) backoff(ctx context.Context, attempt int, msg string, fields ...zap.Field) {
+// logging msg as a warning (rate-limited) with fields when warn is set.
+func (c *Producer) backoff(ctx context.Context, attempt int, warn bool, msg string, fields ...zap.Field) {
 	delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, 2*time.Second)
-	if ok, suppressed := c.warn.allow(time.Now()); ok {
+	if ok, suppressed := c.warn.allow(time.Now()); warn && ok {
 		c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
 			zap.Duration("backoff", delay), zap.Int("suppressed", suppressed))...)
 	}
