@@ -82,8 +82,9 @@ func loadConfig(path string) (Config, error) {
 }
 
 // applyEnv applies the CDC_OUTBOX_* variables of environ (KEY=value) to
-// cfg. A variable with the prefix that names no setting, or a value that
-// does not parse, is an error naming the variable; all are joined.
+// cfg. A variable with the prefix that names no setting, an empty value,
+// or a value that does not parse, is an error naming the variable; all are
+// joined.
 func applyEnv(cfg *Config, environ []string) error {
 	params, err := env.GetFieldParamsWithOptions(cfg, env.Options{Prefix: EnvPrefix})
 	if err != nil {
@@ -104,6 +105,12 @@ func applyEnv(cfg *Config, environ []string) error {
 		}
 		if !known[k] {
 			errs = append(errs, fmt.Errorf("%s: no such setting%s", k, suggest(k, names)))
+			continue
+		}
+		if v == "" {
+			// The library would ignore it: an empty secret or address from
+			// a template must not silently fall back to the file's value.
+			errs = append(errs, fmt.Errorf("%s is set but empty: give it a value, or unset it (unset %s) to use the file's value or the default", k, k))
 			continue
 		}
 		set[k] = v

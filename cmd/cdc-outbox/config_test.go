@@ -519,8 +519,15 @@ func TestApplyEnvErrors(t *testing.T) {
 		t.Errorf("a failed environment was partly applied: source.addr %q", cfg.Source.Addr)
 	}
 
+	// An empty value (an unset secret in a template) is refused, not ignored.
 	cfg = defaultConfig()
-	if err := applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1", "CDC_OUTBOX_CHECKPOINT_ADDR=127.0.0.1:2", "CDC_OUTBOX_KAFKA_BATCH_SIZE="}); err != nil {
+	err = applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_PASSWORD=", "CDC_OUTBOX_KAFKA_BROKERS="})
+	if err == nil || !strings.Contains(err.Error(), "CDC_OUTBOX_SOURCE_PASSWORD is set but empty") || !strings.Contains(err.Error(), "CDC_OUTBOX_KAFKA_BROKERS is set but empty") {
+		t.Fatalf("empty values: err = %v", err)
+	}
+
+	cfg = defaultConfig()
+	if err := applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1", "CDC_OUTBOX_CHECKPOINT_ADDR=127.0.0.1:2"}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Source.Addr != "127.0.0.1:1" || cfg.Checkpoint.Addr != "127.0.0.1:2" || cfg.Kafka.BatchSize != defaultConfig().Kafka.BatchSize {
