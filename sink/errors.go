@@ -32,6 +32,20 @@ func (e *PartitionCountError) Is(target error) bool { return target == ErrPartit
 // ErrPartitionCount matches every *PartitionCountError.
 var ErrPartitionCount = errors.New("sink: topic partition count changed")
 
+// MetadataError is a failed metadata request to the brokers (Partitions):
+// the cluster unreachable or not answering.
+type MetadataError struct {
+	Topic   string
+	Brokers []string
+	Err     error
+}
+
+func (e *MetadataError) Error() string {
+	return fmt.Sprintf("sink: metadata of %s from %v: %v", e.Topic, e.Brokers, e.Err)
+}
+
+func (e *MetadataError) Unwrap() error { return e.Err }
+
 // WriteError is a failed produce round. EventID, Topic and Pos identify the
 // first record that failed and the position of its transaction's end.
 type WriteError struct {

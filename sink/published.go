@@ -69,7 +69,7 @@ func Partitions(ctx context.Context, brokers []string, topic string) ([]int, err
 	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return nil, fmt.Errorf("sink: metadata of %s from %v: %w", topic, brokers, err)
+		return nil, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
 	}
 	for _, t := range md.Topics {
 		if t.Name != topic {

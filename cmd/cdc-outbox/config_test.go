@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -575,6 +576,8 @@ func TestReachHint(t *testing.T) {
 		{fmt.Errorf("binlog: connect: %w; check source.addr", &net.DNSError{Name: "db.internal", Err: "no such host"}), ""},
 		{fmt.Errorf("x: %w", dial("10.0.0.9:1")), ""},
 		{errors.New("sink: write event 1: NOT_ENOUGH_REPLICAS"), ""},
+		{&sink.WriteError{Err: fmt.Errorf("metadata of topic t: %w", context.DeadlineExceeded)}, "no answer from Kafka in time"},
+		{fmt.Errorf("checkpoint: GET: %w", context.DeadlineExceeded), ""},
 	} {
 		if got := reachHint(c.err, cfg); !strings.Contains(got, c.want) || (c.want == "") != (got == "") {
 			t.Errorf("reachHint(%v) = %q, want %q", c.err, got, c.want)

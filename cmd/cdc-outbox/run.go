@@ -215,12 +215,19 @@ func supervise(ctx context.Context, cfg Config, opts runOptions, log *zap.Logger
 func reachHint(err error, cfg Config) string {
 	var dns *net.DNSError
 	var op *net.OpError
+	var we *sink.WriteError
+	var me *sink.MetadataError
 	target := ""
 	switch {
 	case errors.As(err, &dns):
 		target = dns.Name
 	case errors.As(err, &op) && op.Op == "dial" && op.Addr != nil:
 		target = op.Addr.String()
+	case (errors.As(err, &we) || errors.As(err, &me)) && errors.Is(err, context.DeadlineExceeded):
+		// No connection error: Kafka did not answer in time (often a
+		// firewall dropping packets).
+		return fmt.Sprintf("no answer from Kafka in time: can this host reach kafka.brokers %v (a firewall dropping packets looks like this), and the addresses the brokers advertise?",
+			cfg.Kafka.Brokers)
 	default:
 		return ""
 	}
@@ -232,13 +239,12 @@ func reachHint(err error, cfg Config) string {
 		}
 		return false
 	}
-	var we *sink.WriteError
 	switch {
 	case is(cfg.Kafka.Brokers...):
 		return fmt.Sprintf("cannot reach Kafka at %s: is the broker up, and kafka.brokers right?", target)
 	case is(cfg.Checkpoint.Addr):
 		return fmt.Sprintf("cannot reach Redis at %s: is it up, and checkpoint.addr right?", target)
-	case errors.As(err, &we):
+	case errors.As(err, &we) || errors.As(err, &me):
 		return fmt.Sprintf("cannot reach %s, a broker address the Kafka cluster advertises (advertised.listeners), not one of kafka.brokers: this host must resolve and reach it", target)
 	}
 	return "" // the source's errors name source.addr themselves
