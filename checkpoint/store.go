@@ -160,13 +160,23 @@ func (s *Store) Delete(ctx context.Context) (bool, error) {
 // Persistent reports whether the Redis server persists data (AOF on, or
 // RDB save points configured).
 func (s *Store) Persistent(ctx context.Context) (bool, error) {
-	aof, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
+	aof, rdb, err := s.Persistence(ctx)
+	return aof || rdb, err
+}
+
+// Persistence reports how the Redis server persists data: aof when
+// appendonly is yes (every write logged; the checkpoint survives a crash
+// up to appendfsync), rdb when save points are configured (snapshots: a
+// crash loses the checkpoint writes since the last one, and the publisher
+// resumes from an older position, publishing more duplicates).
+func (s *Store) Persistence(ctx context.Context) (aof, rdb bool, err error) {
+	a, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	save, err := s.rdb.ConfigGet(ctx, "save").Result()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return aof["appendonly"] == "yes" || save["save"] != "", nil
+	return a["appendonly"] == "yes", save["save"] != "", nil
 }
