@@ -200,10 +200,47 @@ func opsConfig(path string) (Config, error) {
 	start := cfg.Source.Start
 	cfg.Source.Start = ""
 	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("invalid configuration:\n%w", err)
+		return cfg, invalidConfig(err, os.Environ())
 	}
 	cfg.Source.Start = start
 	return cfg, nil
+}
+
+// invalidConfig wraps Validate's joined errors for the user: each error
+// about a key set by a CDC_OUTBOX_* variable of environ also names that
+// variable (kafka.write-timeout → CDC_OUTBOX_KAFKA_WRITE_TIMEOUT), so the
+// fix is looked for where the value came from.
+func invalidConfig(err error, environ []string) error {
+	set := map[string]bool{}
+	for _, kv := range environ {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, EnvPrefix) && v != "" {
+			set[k] = true
+		}
+	}
+	var out []error
+	for _, e := range flatten(err) {
+		key, _, ok := strings.Cut(e.Error(), ": ")
+		if name := EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key)); ok && set[name] {
+			e = fmt.Errorf("%w (set by %s)", e, name)
+		}
+		out = append(out, e)
+	}
+	return fmt.Errorf("invalid configuration:\n%w", errors.Join(out...))
+}
+
+// flatten returns the leaves of nested errors.Join trees.
+func flatten(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		if e != nil {
+			out = append(out, flatten(e)...)
+		}
+	}
+	return out
 }
 
 // checkpointConfig loads the configuration of the commands that only read
@@ -216,7 +253,7 @@ func checkpointConfig(path string) (Config, error) {
 		return cfg, err
 	}
 	if err := errors.Join(cfg.Checkpoint.Validate(), cfg.Log.validate()); err != nil {
-		return cfg, fmt.Errorf("invalid configuration:\n%w", err)
+		return cfg, invalidConfig(err, os.Environ())
 	}
 	return cfg, nil
 }

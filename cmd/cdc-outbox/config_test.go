@@ -584,3 +584,21 @@ func TestReachHint(t *testing.T) {
 		}
 	}
 }
+
+// A value that parses but is invalid names the variable it came from.
+func TestInvalidConfigNamesVariable(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Kafka.WriteTimeout = -time.Second
+	cfg.Source.ServerID = 0
+	err := invalidConfig(cfg.Validate(), []string{"CDC_OUTBOX_KAFKA_WRITE_TIMEOUT=-1s", "PATH=/bin"})
+	msg := err.Error()
+	if !strings.Contains(msg, "kafka.write-timeout: -1s: want > 0 (set by CDC_OUTBOX_KAFKA_WRITE_TIMEOUT)") {
+		t.Errorf("the environment's value is not named:\n%s", msg)
+	}
+	if strings.Contains(msg, "server-id") && strings.Contains(msg, "(set by CDC_OUTBOX_SOURCE_SERVER_ID)") {
+		t.Errorf("a value from the file is said to come from the environment:\n%s", msg)
+	}
+	if !strings.HasPrefix(msg, "invalid configuration:\n") || strings.Count(msg, "\n") < 2 {
+		t.Errorf("not every error is listed:\n%s", msg)
+	}
+}

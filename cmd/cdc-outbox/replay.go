@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -75,7 +76,7 @@ range or connection error before anything was published.`,
 				cfg.Source.User = "unused" // no connection: the source section only names the table
 			}
 			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("invalid configuration:\n%w", err)
+				return invalidConfig(err, os.Environ())
 			}
 			if o.fromArg == "" && o.files == "" {
 				return errors.New(`required flag(s) "from" not set`)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // --pprof
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -78,7 +79,7 @@ exit 0.`,
 				cfg.Source.Backfill = true
 			}
 			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("invalid configuration:\n%w", err)
+				return invalidConfig(err, os.Environ())
 			}
 			log, err := newLogger(cfg.Log)
 			if err != nil {
