@@ -17,6 +17,10 @@ type Source struct {
 	// Partitions: each target topic's partition count, read once at start,
 	// stored with every checkpoint (Checkpoint.Partitions); nil stores none.
 	Partitions map[string]int
+	// Counts, when set, is called at each save instead: the partition
+	// counts of every topic written so far (sink.Writer.Partitions, which
+	// adds a topic at its first use to those read at start).
+	Counts func() map[string]int
 }
 
 // Committer saves acknowledged positions to the Store.
@@ -119,10 +123,14 @@ func (c *Committer) save(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	parts := c.src.Partitions
+	if c.src.Counts != nil {
+		parts = c.src.Counts()
+	}
 	err := c.store.Save(ctx, Checkpoint{
 		File: p.File, Pos: p.Pos, GTIDSet: p.GTIDSet, GTID: p.GTID,
 		ServerID: c.src.ServerID, ServerUUID: c.src.ServerUUID, Flavor: c.src.Flavor, EventTime: p.Time,
-		Partitions: c.src.Partitions,
+		Partitions: parts,
 	})
 	if err != nil {
 		return err

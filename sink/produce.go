@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -54,6 +55,7 @@ type Producer struct {
 	log       *zap.Logger
 	warn      *limiter
 
+	pinMu  sync.Mutex
 	pinned map[string]int // partition count of each topic seen (Pin, or first use)
 
 	buf   []byte           // encoded batches of the current round
@@ -108,9 +110,20 @@ func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *Producer
 // its pinned one; a topic not pinned is pinned at its first use. Call it
 // before the first WriteMessages.
 func (c *Producer) Pin(counts map[string]int) {
+	c.pinMu.Lock()
+	defer c.pinMu.Unlock()
 	for t, n := range counts {
 		c.pinned[t] = n
 	}
+}
+
+// Pinned returns a copy of the pinned partition counts: those given to
+// Pin and those of the topics written since, at their first use. Safe
+// for concurrent use.
+func (c *Producer) Pinned() map[string]int {
+	c.pinMu.Lock()
+	defer c.pinMu.Unlock()
+	return maps.Clone(c.pinned)
 }
 
 // Close closes the Producer's connections.
@@ -246,9 +259,13 @@ func (c *Producer) assign(ctx context.Context, msgs []kafka.Message) error {
 				ids = append(ids, int(p.PartitionIndex))
 			}
 			slices.Sort(ids)
-			if n, ok := c.pinned[topic]; !ok {
+			c.pinMu.Lock()
+			n, ok := c.pinned[topic]
+			if !ok {
 				c.pinned[topic] = len(ids)
-			} else if n != len(ids) {
+			}
+			c.pinMu.Unlock()
+			if ok && n != len(ids) {
 				return &PartitionCountError{Topic: topic, Pinned: n, Now: len(ids)}
 			}
 		}

@@ -110,6 +110,16 @@ func (w *Writer) PinPartitions(counts map[string]int) {
 	}
 }
 
+// Partitions returns the partition count of every topic pinned so far
+// (PinPartitions, and each topic at its first use), to be stored with the
+// checkpoint (checkpoint.Source.Counts). Safe for concurrent use.
+func (w *Writer) Partitions() map[string]int {
+	if w.prod == nil {
+		return nil
+	}
+	return w.prod.Pinned()
+}
+
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
 	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan binlog.Position, 64), log: log,
 		warn: &limiter{period: time.Second, burst: 10}}

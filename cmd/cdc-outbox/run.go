@@ -401,7 +401,7 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	reader.SetBudget(budget)
 	writer.SetBudget(budget)
-	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts},
+	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts, Counts: writer.Partitions},
 		cfg.Checkpoint.Interval, saved, p.log)
 	srv.Close()
 
@@ -435,6 +435,14 @@ func (p *pipeline) stages(ctx context.Context, what string, read func(context.Co
 	err := g.Wait()
 	p.resume = committer.Acked()
 	p.deadLettered += writer.DeadLettered()
+	// Topics first written during this run (a template topic's new event
+	// types) are guarded from now on, as the checkpoint stores them.
+	if counts := writer.Partitions(); len(counts) > 0 {
+		if p.parts == nil {
+			p.parts = map[string]int{}
+		}
+		maps.Copy(p.parts, counts)
+	}
 	var pce *sink.PartitionCountError
 	if errors.As(err, &pce) {
 		// Partitions added while running: nothing was produced with the

@@ -486,3 +486,34 @@ func TestCheckRedisPersistence(t *testing.T) {
 		t.Fatalf("no persistence: exit %d, want 1 with a FAIL line:\n%s", code, out)
 	}
 }
+
+// A template topic first written while running (no row of its event type
+// at start) is stored with the checkpoint at its first use, so a partition
+// change made while the publisher is stopped is refused at the next start
+// like any other.
+func TestTemplateTopicPartitionsStored(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic + ".message.created"
+	createTopic(t, topic, partitions)
+	t.Setenv("CDC_OUTBOX_ROUTER_TOPIC", e.topic+".{event_type}")
+	p := e.start()
+	plan := workload.Generate(45, 0, 10, 100, 1, 10, 100)
+	if err := produce(e.writer(), plan); err != nil {
+		t.Fatal(err)
+	}
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, topic), time.Minute))
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	if cp := e.checkpoint(); cp == nil || cp.Partitions[topic] != partitions {
+		t.Fatalf("checkpoint does not store %s's partition count: %+v", topic, cp)
+	}
+	alterPartitions(t, topic, partitions+2)
+	p = e.launch()
+	err := <-p.done
+	p.done <- err
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 || !logHas(p.log, fmt.Sprintf("%s: %d → %d partitions", topic, partitions, partitions+2)) {
+		b, _ := os.ReadFile(p.log)
+		t.Fatalf("restart after the change: exit %d, want 1 naming the change:\n%s", code, tail(string(b), 5))
+	}
+}
