@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -23,6 +24,7 @@ import (
 //	cdc_outbox_last_ack_timestamp_seconds      when the newest acknowledgement happened
 //	cdc_outbox_ack_delay_seconds               commit → acknowledgement of that transaction, at that moment
 //	cdc_outbox_pipeline_restarts_total         pipeline restarts after retryable errors
+//	cdc_outbox_purged_skips_total              resumes that skipped a purged binlog range (source.on-purged earliest/latest): events lost for the topic
 //
 // plus the Go runtime and process collectors. Lag: ack_delay_seconds says
 // how far behind the publisher was at its last acknowledgement; time() -
@@ -37,6 +39,8 @@ type metrics struct {
 	ackTS    prometheus.Gauge
 	delay    prometheus.Gauge
 	restarts prometheus.Counter
+	purged   prometheus.Counter
+	purgedN  atomic.Uint64
 }
 
 func newMetrics() *metrics {
@@ -57,8 +61,10 @@ func newMetrics() *metrics {
 			Help: "Commit to acknowledgement of the newest acknowledged transaction (1 s resolution): how far behind the source the publisher was then."}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "cdc_outbox_pipeline_restarts_total",
 			Help: "Pipeline restarts from the last acknowledged position after retryable errors (broker, database, network)."}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: "cdc_outbox_purged_skips_total",
+			Help: "Resumes that skipped a purged binlog range under source.on-purged earliest or latest: those events are not published."}),
 	}
-	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.commitTS, m.ackTS, m.delay, m.restarts,
+	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.commitTS, m.ackTS, m.delay, m.restarts, m.purged,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -109,6 +115,12 @@ func (m *metrics) Acked(p binlog.Position) {
 }
 
 func (m *metrics) restarted() { m.restarts.Inc() }
+
+// purgedSkip counts a skipped purged range and returns the count so far.
+func (m *metrics) purgedSkip() uint64 {
+	m.purged.Inc()
+	return m.purgedN.Add(1)
+}
 
 // handler serves the metrics in the Prometheus text format.
 func (m *metrics) handler() http.Handler {

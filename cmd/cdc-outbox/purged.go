@@ -2,18 +2,12 @@ package main
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"go.uber.org/zap"
 )
-
-// purgedSkips counts the resumes that skipped a purged range under
-// source.on-purged (earliest or latest) in this process; it is logged
-// with each skip (there is no metrics endpoint).
-var purgedSkips atomic.Uint64
 
 // checkResume checks that the server still has what lies after from
 // (binlog.Server.CheckResume). When it was purged, source.on-purged
@@ -42,7 +36,7 @@ func (p *pipeline) checkResume(ctx context.Context, srv *binlog.Server, from bin
 	fields := []zap.Field{
 		zap.String("key", p.store.Key()), zap.String("on_purged", policy),
 		zap.String("stored", posText(from)), zap.String("oldest_available", posText(pg.Oldest)), zap.String("resume", posText(to)),
-		zap.Uint64("purged_skips", purgedSkips.Add(1)),
+		zap.Uint64("purged_skips", p.metrics.purgedSkip()),
 	}
 	if pg.FilesPurged >= 0 {
 		fields = append(fields, zap.Int("files_purged", pg.FilesPurged))
