@@ -237,7 +237,7 @@ func (s *Server) checkServerID(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: replica %s already uses server_id %d: set source.server-id to an unused value (see SHOW SLAVE HOSTS / SHOW REPLICAS)", ErrServerID, host, s.cfg.ServerID)
+			return fmt.Errorf("%w: replica %s already uses server_id %d: if it is a cdc-outbox publisher with this configuration, stop it first; otherwise set source.server-id to an unused value (see SHOW SLAVE HOSTS / SHOW REPLICAS)", ErrServerID, host, s.cfg.ServerID)
 		}
 		if !warned {
 			warned = true

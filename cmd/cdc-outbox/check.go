@@ -246,13 +246,20 @@ func checkTopic(ctx context.Context, cfg Config, what, topic string, r *checkRep
 // checkCheckpoint checks the stored checkpoint against the server (srv may
 // be nil when unreachable) and the topics' partition counts (parts).
 func checkCheckpoint(ctx context.Context, cfg Config, store *checkpoint.Store, srv *binlog.Server, parts map[string]int, r *checkReport) {
+	st, startErr := binlog.ParseStart(cfg.Source.Start)
+	if startErr != nil {
+		// run refuses it as a configuration error, checkpoint or not.
+		r.fail("config", "source.start: %v", startErr)
+	}
 	cp, err := store.Load(ctx)
 	if err != nil {
 		r.fail("checkpoint", "%v", err)
 		return
 	}
 	if cp == nil {
-		st, _ := binlog.ParseStart(cfg.Source.Start)
+		if startErr != nil {
+			return
+		}
 		if st.Kind == binlog.StartUnset {
 			r.fail("checkpoint", "none under %s, and no source.start: set source.start (latest, earliest, <file>:<pos>, gtid:<set>) or give run --start for the first run", store.Key())
 			return

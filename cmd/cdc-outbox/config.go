@@ -164,7 +164,7 @@ func suggest(k string, names []string) string {
 		}
 	}
 	if best == "" {
-		return " (see the README's configuration table; section prefixes: CDC_OUTBOX_SOURCE_, _ROUTER_, _KAFKA_, _CHECKPOINT_, _LOG_)"
+		return " (see the README's configuration table: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, or CDC_OUTBOX_<KEY> for shutdown-timeout, retry-backoff-max, metrics-addr)"
 	}
 	return "; did you mean " + best + "?"
 }

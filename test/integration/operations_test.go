@@ -196,6 +196,11 @@ func TestCheckCommand(t *testing.T) {
 	if _, err := sink.Partitions(context.Background(), brokers, missing); err == nil {
 		t.Fatalf("check created %s", missing)
 	}
+	// A start option run would refuse fails check too.
+	out, code = e.cli([]string{"CDC_OUTBOX_SOURCE_START=bogus"}, "check")
+	if code != 1 || !strings.Contains(out, "FAIL  config       source.start:") || strings.Contains(out, "and no source.start") {
+		t.Fatalf("check with source.start bogus: exit %d, want 1 with a FAIL line naming source.start", code)
+	}
 }
 
 // alterPartitions raises topic's partition count with Kafka's admin tool
