@@ -192,8 +192,7 @@ func runChecks(ctx context.Context, cfg Config, r *checkReport) {
 	case !aof && !rdb:
 		r.fail("redis", "%s does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; set appendonly yes (CONFIG SET appendonly yes, and in redis.conf)", cfg.Checkpoint.Addr)
 	case !aof:
-		r.ok("redis", "%s reachable, persistent by RDB snapshots", cfg.Checkpoint.Addr)
-		r.warn("redis", "%s: appendonly no: a Redis crash loses the checkpoint writes since the last snapshot; the publisher then resumes from an older position and publishes more duplicates (nothing is lost); set appendonly yes", cfg.Checkpoint.Addr)
+		r.warn("redis", "%s reachable, persistent by RDB snapshots only (appendonly no): a Redis crash loses the checkpoint writes since the last snapshot; the publisher then resumes from an older position and publishes more duplicates (nothing is lost); set appendonly yes", cfg.Checkpoint.Addr)
 	default:
 		r.ok("redis", "%s reachable and persistent (appendonly yes)", cfg.Checkpoint.Addr)
 	}
