@@ -403,7 +403,7 @@ func (c *Producer) produce(ctx context.Context, parts []*partData) {
 			err = fmt.Errorf("unexpected produce response %T", res)
 		} else {
 			for _, p := range parts {
-				p.err = fmt.Errorf("%s/%d: no answer for the partition in the produce response", p.topic, p.partition)
+				p.err = fmt.Errorf("%s/%d: %w", p.topic, p.partition, errNoAnswer)
 			}
 			for _, t := range r.Topics {
 				for _, rp := range t.Partitions {
@@ -432,9 +432,17 @@ func (c *Producer) produce(ctx context.Context, parts []*partData) {
 	}
 }
 
+// errNoAnswer: a produce response without the partition's result. Its
+// outcome is unknown, so the batch is sent again (at-least-once).
+var errNoAnswer = errors.New("no answer for the partition in the produce response")
+
 // retriable reports whether a failed batch may be sent again: a broker
-// error Kafka marks retriable, or a dropped connection or timeout.
+// error Kafka marks retriable, a partition left unanswered, or a dropped
+// connection or timeout.
 func retriable(err error) bool {
+	if errors.Is(err, errNoAnswer) {
+		return true
+	}
 	var ke kafka.Error
 	if errors.As(err, &ke) {
 		return ke.Temporary()

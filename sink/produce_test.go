@@ -37,6 +37,7 @@ func TestRetriable(t *testing.T) {
 		{context.DeadlineExceeded, true},
 		{context.Canceled, false},
 		{errors.New("unexpected produce response"), false},
+		{fmt.Errorf("t/3: %w", errNoAnswer), true},
 	} {
 		if got := retriable(c.err); got != c.want {
 			t.Errorf("retriable(%v) = %v, want %v", c.err, got, c.want)

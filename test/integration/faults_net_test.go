@@ -138,10 +138,11 @@ func TestFaultNetworkStall(t *testing.T) {
 func TestFaultProduceErrors(t *testing.T) {
 	cases := []struct {
 		name     string
-		code     int16
+		code     int16 // -1: the broker writes the other partitions and leaves the victim out of its answer
 		failures int32 // produce requests to fail on the partition
 		fatal    bool
 	}{
+		{"victim unanswered x3, the other partitions written (only the victim's batch is resent)", -1, 3, false},
 		{"NOT_LEADER_OR_FOLLOWER x3 (retried by the producer)", 6, 3, false},
 		{"REQUEST_TIMED_OUT x12 (pipeline restarts)", 7, 12, false},
 		{"MESSAGE_TOO_LARGE once (records re-sent one by one, all accepted)", 10, 1, false},
@@ -174,6 +175,20 @@ func TestFaultProduceErrors(t *testing.T) {
 					return nil, nil, false
 				}
 				failed.Add(1)
+				if c.code < 0 {
+					// Drop the victim from the request: kfake writes the
+					// others and its answer has no entry for the victim.
+					for i := range pr.Topics {
+						parts := pr.Topics[i].Partitions[:0]
+						for _, p := range pr.Topics[i].Partitions {
+							if p.Partition != victim {
+								parts = append(parts, p)
+							}
+						}
+						pr.Topics[i].Partitions = parts
+					}
+					return nil, nil, false
+				}
 				resp := pr.ResponseKind().(*kmsg.ProduceResponse)
 				for _, tp := range pr.Topics {
 					rt := kmsg.NewProduceResponseTopic()
@@ -219,6 +234,9 @@ func TestFaultProduceErrors(t *testing.T) {
 			}
 			record("kfake: "+c.name, plan.Total, rep, rec)
 			requireOK(t, rep)
+			if c.code < 0 && rep.Duplicates != 0 {
+				t.Fatalf("%d duplicates: the producer resent batches that were written", rep.Duplicates)
+			}
 		})
 	}
 }
