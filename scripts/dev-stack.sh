@@ -99,6 +99,20 @@ fail_with_log() {
   exit 1
 }
 
+# reserve_ports: keep the kernel from handing our ports to outgoing
+# connections as their local port: they lie in ip_local_port_range
+# (32768-60999 by default), and a client socket that happens to get
+# 127.0.0.1:39092 makes the broker's (re)start fail with "Address already
+# in use". Adds them to ip_local_reserved_ports (a bitmap; the set written
+# replaces the old one, so the old one is kept in it). Needs root (CI runs
+# as root); otherwise best effort.
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
+  [[ -w $f ]] || return 0
+  cur=$(cat "$f" 2>/dev/null) || return 0
+  echo "${cur:+$cur,}$MYSQL_PORT,$REDIS_PORT,$KAFKA_PORT,$KAFKA_CONTROLLER_PORT" >"$f" 2>/dev/null || true
+}
+
 # check_port_free SERVICE PORT: refuse to start if a foreign process owns our port.
 check_port_free() {
   if port_open "$2"; then
@@ -583,6 +597,7 @@ stop_kafka() { stop_pid kafka "$KAFKA_PID" kafka.Kafka; }
 
 cmd_up() {
   local t0=$SECONDS
+  reserve_ports
   mkdirs
   ensure_packages
   start_redis
@@ -656,9 +671,9 @@ main() {
     down) cmd_down ;;
     status) cmd_status ;;
     env) cmd_env ;;
-    start-mariadb) mkdirs; ensure_packages; start_mariadb ;;
-    start-redis) mkdirs; ensure_packages; start_redis ;;
-    start-kafka) mkdirs; ensure_packages; start_kafka ;;
+    start-mariadb) reserve_ports; mkdirs; ensure_packages; start_mariadb ;;
+    start-redis) reserve_ports; mkdirs; ensure_packages; start_redis ;;
+    start-kafka) reserve_ports; mkdirs; ensure_packages; start_kafka ;;
     stop-mariadb) stop_mariadb ;;
     stop-redis) stop_redis ;;
     stop-kafka) stop_kafka ;;
