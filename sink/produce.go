@@ -58,10 +58,11 @@ type Producer struct {
 	pinMu  sync.Mutex
 	pinned map[string]int // partition count of each topic seen (Pin, or first use)
 
-	buf   []byte           // encoded batches of the current round
-	parts map[tp]*partData // the current round's partitions
-	order []*partData      // in order of first record
-	free  []*partData
+	buf    []byte                // encoded batches of the current round
+	parts  map[tp]*partData      // the current round's partitions
+	topics map[string]*topicInfo // the current round's topics
+	order  []*partData           // in order of first record
+	free   []*partData
 }
 
 type tp struct {
@@ -100,6 +101,7 @@ func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *Producer
 		log:       log,
 		warn:      &limiter{period: time.Second, burst: 5},
 		parts:     map[tp]*partData{},
+		topics:    map[string]*topicInfo{},
 		pinned:    map[string]int{},
 	}
 }
@@ -230,9 +232,11 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 // logging msg as a warning (rate-limited) with fields when warn is set.
 func (c *Producer) backoff(ctx context.Context, attempt int, warn bool, msg string, fields ...zap.Field) {
 	delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, 2*time.Second)
-	if ok, suppressed := c.warn.allow(time.Now()); warn && ok {
-		c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
-			zap.Duration("backoff", delay), zap.Int("suppressed", suppressed))...)
+	if warn {
+		if ok, suppressed := c.warn.allow(time.Now()); ok {
+			c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
+				zap.Duration("backoff", delay), zap.Int("suppressed", suppressed))...)
+		}
 	}
 	t := time.NewTimer(delay)
 	defer t.Stop()
@@ -245,44 +249,70 @@ func (c *Producer) backoff(ctx context.Context, attempt int, warn bool, msg stri
 // assign maps each record to its partition (and the partition's leader).
 func (c *Producer) assign(ctx context.Context, msgs []kafka.Message) error {
 	var topic string
-	var meta *metadataAPI.ResponseTopic
-	var ids []int
+	var t *topicInfo
 	for i := range msgs {
 		m := &msgs[i]
-		if meta == nil || m.Topic != topic {
+		if t == nil || m.Topic != topic {
 			var err error
-			if meta, err = c.metadata(ctx, m.Topic); err != nil {
+			if t, err = c.topic(ctx, m.Topic); err != nil {
 				return err
 			}
-			topic, ids = m.Topic, ids[:0]
-			for _, p := range meta.Partitions {
-				ids = append(ids, int(p.PartitionIndex))
-			}
-			slices.Sort(ids)
-			c.pinMu.Lock()
-			n, ok := c.pinned[topic]
-			if !ok {
-				c.pinned[topic] = len(ids)
-			}
-			c.pinMu.Unlock()
-			if ok && n != len(ids) {
-				return &PartitionCountError{Topic: topic, Pinned: n, Now: len(ids)}
-			}
+			topic = m.Topic
 		}
-		k := tp{m.Topic, int32(c.balancer.Balance(*m, ids...))}
+		k := tp{m.Topic, int32(c.balancer.Balance(*m, t.ids...))}
 		p := c.parts[k]
 		if p == nil {
 			p = c.part(k)
-			p.leader = -1
-			for _, mp := range meta.Partitions {
-				if mp.PartitionIndex == k.partition {
-					p.leader = mp.LeaderID
-				}
-			}
+			p.leader = leaderOf(t.meta, k.partition)
 		}
 		p.idx = append(p.idx, int32(i))
 	}
 	return nil
+}
+
+// topicInfo is a topic's metadata for the current round.
+type topicInfo struct {
+	meta *metadataAPI.ResponseTopic
+	ids  []int // partition ids, sorted, as the balancer takes them
+}
+
+// topic returns topic's metadata, looked up once per round (c.topics),
+// after checking its partition count against the pinned one (pinning it
+// at its first use).
+func (c *Producer) topic(ctx context.Context, topic string) (*topicInfo, error) {
+	if t := c.topics[topic]; t != nil {
+		return t, nil
+	}
+	meta, err := c.metadata(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	t := &topicInfo{meta: meta, ids: make([]int, 0, len(meta.Partitions))}
+	for _, p := range meta.Partitions {
+		t.ids = append(t.ids, int(p.PartitionIndex))
+	}
+	slices.Sort(t.ids)
+	c.pinMu.Lock()
+	n, ok := c.pinned[topic]
+	if !ok {
+		c.pinned[topic] = len(t.ids)
+	}
+	c.pinMu.Unlock()
+	if ok && n != len(t.ids) {
+		return nil, &PartitionCountError{Topic: topic, Pinned: n, Now: len(t.ids)}
+	}
+	c.topics[topic] = t
+	return t, nil
+}
+
+// leaderOf returns the leader of partition in meta, or -1.
+func leaderOf(meta *metadataAPI.ResponseTopic, partition int32) int32 {
+	for _, mp := range meta.Partitions {
+		if mp.PartitionIndex == partition {
+			return mp.LeaderID
+		}
+	}
+	return -1
 }
 
 func (c *Producer) part(k tp) *partData {
@@ -304,25 +334,23 @@ func (c *Producer) reset() {
 		c.free = append(c.free, p)
 	}
 	clear(c.parts)
+	clear(c.topics)
 	c.order = c.order[:0]
 }
 
-// leaders looks up the leader of each partition not yet acknowledged.
+// leaders looks up again the leader of each partition not yet
+// acknowledged (fresh metadata: leaders may have moved).
 func (c *Producer) leaders(ctx context.Context) error {
+	clear(c.topics)
 	for _, p := range c.order {
 		if p.done || p.final {
 			continue
 		}
-		meta, err := c.metadata(ctx, p.topic)
+		t, err := c.topic(ctx, p.topic)
 		if err != nil {
 			return err
 		}
-		p.leader = -1
-		for _, mp := range meta.Partitions {
-			if mp.PartitionIndex == p.partition {
-				p.leader = mp.LeaderID
-			}
-		}
+		p.leader = leaderOf(t.meta, p.partition)
 	}
 	return nil
 }

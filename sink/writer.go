@@ -422,8 +422,7 @@ func (w *Writer) writeError(err error, pending []binlog.Position) error {
 		}
 	}
 	at = max(at, 0)
-	var tooLarge kafka.MessageTooLargeError
-	if errors.As(err, &tooLarge) || errors.Is(err, kafka.MessageSizeTooLarge) {
+	if errors.Is(err, kafka.MessageSizeTooLarge) {
 		err = fmt.Errorf("%w: %v: raise the broker's message.max.bytes / the topic's max.message.bytes, or kafka.batch-bytes", ErrRecordTooLarge, err)
 	} else if errors.Is(err, kafka.UnknownTopicOrPartition) && !w.cfg.AllowAutoTopicCreation {
 		err = fmt.Errorf("%w; create the topic (with the partition count you want), or set kafka.allow-auto-topic-creation: true", err)

@@ -158,7 +158,7 @@ func (p *pipeline) publishArchive(ctx context.Context, srv *binlog.Server, files
 		return from, err
 	}
 	writer := sink.NewWriter(cfg.Kafka, router.New(cfg.Router), router.Balancer(), p.log)
-	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts, Counts: writer.Partitions},
+	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Counts: writer.Partitions},
 		cfg.Checkpoint.Interval, saved, p.log)
 
 	err = p.stages(ctx, "archive catch-up", func(ctx context.Context) error { return noColumnsHint(reader.Run(ctx)) },

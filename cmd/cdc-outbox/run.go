@@ -401,7 +401,7 @@ func (p *pipeline) run(ctx context.Context, attempt int) error {
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	reader.SetBudget(budget)
 	writer.SetBudget(budget)
-	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts, Counts: writer.Partitions},
+	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Counts: writer.Partitions},
 		cfg.Checkpoint.Interval, saved, p.log)
 	srv.Close()
 
