@@ -422,15 +422,24 @@ func TestPartitionIncreaseWhileRunning(t *testing.T) {
 	}
 	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
 	alterPartitions(t, e.topic, partitions+2)
-	more := workload.Generate(44, 1000, 20, 100, 1, 20, 100)
-	if err := produce(e.writer(), more); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.done:
-		p.done <- err
-	case <-time.After(time.Minute):
-		t.Fatal("the publisher kept running after the partition count changed")
+	// Keep writing: the publisher sees the new count within its metadata
+	// refresh (2 s); rounds before that still go out with the old count.
+	w := e.writer()
+	for i, deadline := 0, time.Now().Add(time.Minute); ; i++ {
+		select {
+		case err := <-p.done:
+			p.done <- err
+		default:
+			if time.Now().After(deadline) {
+				t.Fatal("the publisher kept running after the partition count changed")
+			}
+			if err := produce(w, workload.Generate(uint64(44+i), int64(1000+100*i), 5, 5, 1, 5, 100)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		break
 	}
 	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
