@@ -40,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 var (
@@ -356,13 +357,13 @@ func (b *bench) rawBinlog(ctx context.Context, from, to binlog.Position) trial {
 	fail(r.StopAt(to))
 	m0 := machineCPU()
 	began := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	var g errgroup.Group
+	g.Go(func() error { return r.Run(ctx) })
 	n := 0
 	for t := range r.Txns() {
 		n += len(t.Events)
 	}
-	fail(<-done)
+	fail(g.Wait())
 	d := time.Since(began)
 	return trial{rate: float64(n) / d.Seconds(), d: d, mcpu: machineCPU() - m0}
 }
@@ -376,7 +377,9 @@ func (b *bench) rawKafka(ctx context.Context, i int) trial {
 	cfg.Brokers = brokers
 	w := sink.NewWriter(cfg, router.New(router.Config{Topic: topic}), router.Balancer(), nopLog())
 	in := make(chan binlog.Txn, 64)
-	go func() {
+	var g errgroup.Group
+	defer func() { _ = g.Wait() }()
+	g.Go(func() error {
 		defer close(in)
 		payload := workload.Payload(1, 1, b.payload)
 		id := uint64(0)
@@ -389,11 +392,13 @@ func (b *bench) rawKafka(ctx context.Context, i int) trial {
 			}
 			in <- binlog.Txn{Events: evs, End: binlog.Position{File: "f.000001", Pos: uint32(id)}}
 		}
-	}()
-	go func() {
+		return nil
+	})
+	g.Go(func() error {
 		for range w.Acks() {
 		}
-	}()
+		return nil
+	})
 	m0 := machineCPU()
 	began := time.Now()
 	fail(w.Run(ctx, in))
@@ -493,14 +498,17 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 	m0 := machineCPU()
 	p := b.start(b.config(b.table, topic, key), args...)
 	began := time.Now()
+	var prof errgroup.Group
+	defer func() { _ = prof.Wait() }()
 	if profile {
-		go func() {
+		prof.Go(func() error {
 			time.Sleep(500 * time.Millisecond)
 			out, err := exec.Command("curl", "-s", "-o", b.profile, "http://127.0.0.1:6061/debug/pprof/profile?seconds=5").CombinedOutput()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "bench: profile:", err, string(out))
 			}
-		}()
+			return nil
+		})
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
@@ -678,16 +686,18 @@ func (b *bench) recovery(ctx context.Context) {
 	p := b.start(cfg, "--start", "latest")
 	p.waitLog("streaming binlog")
 	stop := make(chan struct{})
-	go func() {
+	var load errgroup.Group
+	defer func() { _ = load.Wait() }()
+	load.Go(func() error {
 		for {
 			select {
 			case <-stop:
-				return
+				return nil
 			default:
 				liveWorkload(table, 1000, 200*time.Millisecond, 100)
 			}
 		}
-	}()
+	})
 	time.Sleep(2 * time.Second)
 	_ = p.cmd.Process.Kill()
 	_ = p.cmd.Wait()

@@ -21,9 +21,10 @@ func NewBudget(max int64) *Budget {
 	return &Budget{sem: semaphore.NewWeighted(max), max: max}
 }
 
-// acquire takes room for a transaction of n bytes and returns how much it
-// took (n capped to the budget, at least 1): the Txn's Held.
-func (b *Budget) acquire(ctx context.Context, n int64) (int64, error) {
+// Acquire takes room for a transaction of n bytes, waiting until enough
+// was released, and returns how much it took (n capped to the budget, at
+// least 1): the Txn's Held. It fails only when ctx ends first.
+func (b *Budget) Acquire(ctx context.Context, n int64) (int64, error) {
 	n = min(max(n, 1), b.max)
 	return n, b.sem.Acquire(ctx, n)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // maxEventSize bounds the size of one binlog event read from a file. The
@@ -614,15 +615,15 @@ func ReadFiles(ctx context.Context, paths []string, cfg FileConfig, log *zap.Log
 		return nil, FileResult{}, err
 	}
 	var txns []Txn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var g errgroup.Group
+	g.Go(func() error {
 		for t := range r.Txns() {
 			txns = append(txns, t)
 		}
-	}()
+		return nil
+	})
 	err = r.Run(ctx)
-	<-done
+	_ = g.Wait()
 	return txns, r.Result(), err
 }
 

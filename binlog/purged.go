@@ -364,13 +364,10 @@ func filesBetween(stored, oldest string) int {
 // file, the next purge removes it). ok is false when p's file is not
 // listed (files: SHOW BINARY LOGS, oldest first).
 func Headroom(files []LogFile, p Position) (bytes int64, before int, ok bool) {
-	for i, f := range files {
-		if f.Name == p.File {
-			return bytes + int64(p.Pos), i, true
-		}
-		bytes += f.Size
+	if len(files) == 0 {
+		return 0, 0, false
 	}
-	return 0, 0, false
+	return Span(files, Position{File: files[0].Name}, p)
 }
 
 // Retention is the server's binlog expiry setting.

@@ -143,7 +143,7 @@ const (
 // byte budget first; false when ctx was cancelled.
 func (r *Reader) send(ctx context.Context, t Txn) bool {
 	if r.budget != nil {
-		held, err := r.budget.acquire(ctx, int64(t.Size()))
+		held, err := r.budget.Acquire(ctx, int64(t.Size()))
 		if err != nil {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // firstEventTimeout bounds the short binlog dump that reads a file's first
@@ -93,8 +94,8 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	var g errgroup.Group
+	g.Go(func() error { return r.Run(ctx) })
 	prev, found := from, false
 	for txn := range r.Txns() {
 		if !txn.End.Time.Before(t) {
@@ -106,7 +107,7 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 	}
 	for range r.Txns() { // drain until Run returns
 	}
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return Position{}, fmt.Errorf("binlog: resolve %s to a position: %w", t.Format(time.RFC3339), err)
 	}
 	if !found {

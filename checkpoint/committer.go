@@ -6,54 +6,49 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"go.uber.org/zap"
 )
 
-// Source describes the server a checkpoint's positions belong to.
-type Source struct {
-	ServerID   uint32
-	ServerUUID string
-	Flavor     string
-	// Partitions: each target topic's partition count, read once at start,
-	// stored with every checkpoint (Checkpoint.Partitions); nil stores none.
+// Ack is an acknowledged position as the Committer receives it.
+type Ack struct {
+	// End: everything before it was acknowledged by Kafka.
+	End binlog.Position
+	// Partitions: when set, the partition count of every topic written so
+	// far, stored with the following checkpoints (nil: unchanged).
 	Partitions map[string]int
-	// Counts, when set, is called at each save instead: the partition
-	// counts of every topic written so far (sink.Writer.Partitions, which
-	// adds a topic at its first use to those read at start).
-	Counts func() map[string]int
 }
 
-// Committer saves acknowledged positions to the Store.
+// Committer saves acknowledged positions through a Writer, periodically.
 type Committer struct {
-	store    *Store
-	src      Source
+	w        *Writer
 	interval time.Duration
 	timeout  time.Duration
 	log      *zap.Logger
+	warn     *logging.Limiter
 
 	mu    sync.Mutex
 	acked binlog.Position // newest acknowledged position
-	saved binlog.Position // newest position written to Redis
-
-	lastWarn time.Time
+	saved binlog.Position // newest position written
 }
 
-// NewCommitter returns a Committer. saved is the position already stored
-// (zero when none).
-func NewCommitter(store *Store, src Source, interval time.Duration, saved binlog.Position, log *zap.Logger) *Committer {
-	return &Committer{store: store, src: src, interval: interval, timeout: store.cfg.Timeout,
-		log: log.Named("checkpoint"), acked: saved, saved: saved}
+// NewCommitter returns a Committer writing through w every interval, each
+// write bounded by timeout. saved is the position already stored (zero
+// when none).
+func NewCommitter(w *Writer, interval, timeout time.Duration, saved binlog.Position, log *zap.Logger) *Committer {
+	return &Committer{w: w, interval: interval, timeout: timeout, log: log.Named("checkpoint"),
+		warn: logging.NewLimiter(10*time.Second, 1), acked: saved, saved: saved}
 }
 
 // Acked returns the newest acknowledged position: everything before it is
-// in Kafka, whether or not it is stored in Redis yet.
+// in Kafka, whether or not it is stored yet.
 func (c *Committer) Acked() binlog.Position {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.acked
 }
 
-// Saved returns the newest position written to Redis.
+// Saved returns the newest position written.
 func (c *Committer) Saved() binlog.Position {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -61,45 +56,49 @@ func (c *Committer) Saved() binlog.Position {
 }
 
 // Run consumes acknowledged positions, writing the newest one every
-// interval, and once more when acks is closed or ctx is cancelled. A Redis
-// failure is logged (rate-limited) and retried at the next interval while
-// publishing goes on; the stored position then lags, so a restart would
-// publish more duplicates, but never skips anything.
-func (c *Committer) Run(ctx context.Context, acks <-chan binlog.Position) error {
+// interval, and once more when acks is closed or ctx is cancelled (the
+// final write, whose error Run returns). A failed periodic write is logged
+// (rate-limited) and retried at the next interval while publishing goes
+// on; the stored position then lags, so a restart would publish more
+// duplicates, but never skips anything.
+func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	for {
 		select {
-		case p, ok := <-acks:
+		case a, ok := <-acks:
 			if !ok {
 				return c.final()
 			}
-			c.mu.Lock()
-			c.acked = p
-			c.mu.Unlock()
+			c.take(a)
 		case <-t.C:
 			if err := c.save(ctx); err != nil {
-				c.warn(err)
+				c.warnFailed(err)
 			}
 		case <-ctx.Done():
-			// Take what the sink already reported, then write it.
-		drain:
+			// Take what was already reported, then write it.
 			for {
 				select {
-				case p, ok := <-acks:
-					if !ok {
-						break drain
+				case a, ok := <-acks:
+					if ok {
+						c.take(a)
+						continue
 					}
-					c.mu.Lock()
-					c.acked = p
-					c.mu.Unlock()
 				default:
-					break drain
 				}
+				return c.final()
 			}
-			return c.final()
 		}
 	}
+}
+
+func (c *Committer) take(a Ack) {
+	if a.Partitions != nil {
+		c.w.AddPartitions(a.Partitions)
+	}
+	c.mu.Lock()
+	c.acked = a.End
+	c.mu.Unlock()
 }
 
 func (c *Committer) final() error {
@@ -123,16 +122,7 @@ func (c *Committer) save(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	parts := c.src.Partitions
-	if c.src.Counts != nil {
-		parts = c.src.Counts()
-	}
-	err := c.store.Save(ctx, Checkpoint{
-		File: p.File, Pos: p.Pos, GTIDSet: p.GTIDSet, GTID: p.GTID,
-		ServerID: c.src.ServerID, ServerUUID: c.src.ServerUUID, Flavor: c.src.Flavor, EventTime: p.Time,
-		Partitions: parts,
-	})
-	if err != nil {
+	if err := c.w.Write(ctx, p); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -141,13 +131,10 @@ func (c *Committer) save(ctx context.Context) error {
 	return nil
 }
 
-// warn logs a failed write at most every 10 s.
-func (c *Committer) warn(err error) {
-	if time.Since(c.lastWarn) < 10*time.Second {
-		return
+func (c *Committer) warnFailed(err error) {
+	if ok, suppressed := c.warn.Allow(time.Now()); ok {
+		saved := c.Saved()
+		c.log.Warn("cannot write checkpoint; publishing continues, a restart now would resume from the last stored position",
+			zap.Error(err), zap.String("file", saved.File), zap.Uint32("pos", saved.Pos), zap.Int("suppressed", suppressed))
 	}
-	c.lastWarn = time.Now()
-	saved := c.Saved()
-	c.log.Warn("cannot write checkpoint; publishing continues, a restart now would resume from the last stored position",
-		zap.Error(err), zap.String("stored_file", saved.File), zap.Uint32("stored_pos", saved.Pos))
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/router"
 	json "github.com/segmentio/encoding/json" // Valid is 3x encoding/json's (BenchmarkValid*)
@@ -103,34 +101,4 @@ func withoutValue(m kafka.Message, size int) kafka.Message {
 	m.Headers = append(m.Headers[:len(m.Headers):len(m.Headers)],
 		kafka.Header{Key: HeaderDLQPayloadBytes, Value: strconv.AppendInt(nil, int64(size), 10)})
 	return m
-}
-
-// limiter lets through at most burst events per period and counts the
-// rest, so that a flood of poison records does not flood the log.
-type limiter struct {
-	period time.Duration
-	burst  int
-
-	mu         sync.Mutex
-	start      time.Time
-	n          int
-	suppressed int
-}
-
-// allow reports whether an event may be logged now and how many were
-// suppressed since the last one allowed.
-func (l *limiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.start) >= l.period {
-		l.start, l.n = now, 0
-	}
-	if l.n >= l.burst {
-		l.suppressed++
-		return false, 0
-	}
-	l.n++
-	s := l.suppressed
-	l.suppressed = 0
-	return true, s
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"io"
 	"maps"
 	"net"
@@ -53,7 +54,7 @@ type Producer struct {
 	codec     compress.Codec
 	cfg       Config
 	log       *zap.Logger
-	warn      *limiter
+	warn      *logging.Limiter
 
 	pinMu  sync.Mutex
 	pinned map[string]int // partition count of each topic seen (Pin, or first use)
@@ -99,7 +100,7 @@ func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *Producer
 		codec:     codec,
 		cfg:       cfg,
 		log:       log,
-		warn:      &limiter{period: time.Second, burst: 5},
+		warn:      logging.NewLimiter(time.Second, 5),
 		parts:     map[tp]*partData{},
 		topics:    map[string]*topicInfo{},
 		pinned:    map[string]int{},
@@ -233,7 +234,7 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 func (c *Producer) backoff(ctx context.Context, attempt int, warn bool, msg string, fields ...zap.Field) {
 	delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, 2*time.Second)
 	if warn {
-		if ok, suppressed := c.warn.allow(time.Now()); ok {
+		if ok, suppressed := c.warn.Allow(time.Now()); ok {
 			c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
 				zap.Duration("backoff", delay), zap.Int("suppressed", suppressed))...)
 		}

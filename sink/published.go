@@ -40,21 +40,38 @@ func Published(ctx context.Context, brokers []string, topic string) ([]string, e
 // partition whose newest record carries a binlog_txn_end header, that
 // header's value. A missing topic gives an empty map.
 func PublishedPartitions(ctx context.Context, brokers []string, topic string) (map[int]string, error) {
+	heads, err := NewestHeaders(ctx, brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]string, len(heads))
+	for p, h := range heads {
+		if pos := h[HeaderTxnEnd]; pos != "" {
+			out[p] = pos
+		}
+	}
+	return out, nil
+}
+
+// NewestHeaders returns, for each partition of topic holding records, the
+// headers of its newest record (the last value of a repeated key). A
+// missing topic gives an empty map.
+func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int]map[string]string, error) {
 	parts, err := Partitions(ctx, brokers, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
-		return map[int]string{}, nil
+		return map[int]map[string]string{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int]string, len(parts))
+	out := make(map[int]map[string]string, len(parts))
 	for _, p := range parts {
-		pos, err := newest(ctx, brokers[0], topic, p)
+		h, err := newest(ctx, brokers[0], topic, p)
 		if err != nil {
 			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p, err)
 		}
-		if pos != "" {
-			out[p] = pos
+		if h != nil {
+			out[p] = h
 		}
 	}
 	return out, nil
@@ -88,37 +105,38 @@ func Partitions(ctx context.Context, brokers []string, topic string) ([]int, err
 	return nil, fmt.Errorf("sink: topic %s: %w", topic, kafka.UnknownTopicOrPartition)
 }
 
-func newest(ctx context.Context, broker, topic string, partition int) (string, error) {
+// newest returns the headers of the partition's newest record, nil when
+// it holds none.
+func newest(ctx context.Context, broker, topic string, partition int) (map[string]string, error) {
 	conn, err := kafka.DialLeader(ctx, "tcp", broker, topic, partition)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer conn.Close()
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
-		return "", err
+		return nil, err
 	}
 	if _, err := conn.Seek(last-1, kafka.SeekAbsolute); err != nil {
-		return "", err
+		return nil, err
 	}
 	batch := conn.ReadBatch(1, 64<<20)
 	defer batch.Close()
-	pos := ""
+	var h map[string]string
 	for {
 		m, err := batch.ReadMessage()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return pos, nil
+				return h, nil
 			}
-			return pos, err
+			return h, err
 		}
-		for _, h := range m.Headers {
-			if h.Key == HeaderTxnEnd {
-				pos = string(h.Value)
-			}
+		h = make(map[string]string, len(m.Headers))
+		for _, x := range m.Headers {
+			h[x.Key] = string(x.Value)
 		}
 		if m.Offset >= last-1 {
-			return pos, nil
+			return h, nil
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"sync/atomic"
 	"time"
 
@@ -33,9 +34,9 @@ type Writer struct {
 	cfg    Config
 	router Router
 	kw     producer
-	acks   chan binlog.Position
+	acks   chan Ack
 	log    *zap.Logger
-	warn   *limiter // dead-letter warnings: at most 10 per second
+	warn   *logging.Limiter // dead-letter warnings: at most 10 per second
 
 	dead  atomic.Uint64   // dead-letter records acknowledged
 	acked binlog.Position // newest position sent on acks
@@ -44,19 +45,31 @@ type Writer struct {
 	bytes int64
 	owner []int // index into pending of the transaction each msg belongs to
 
-	budget Releaser
-	sizes  []int64 // Txn.Held of each pending transaction, released on ack
+	sizes  []int64 // Txn.Held of each pending transaction, reported on ack
+	events []int   // outbox rows of each pending transaction
+	parts  int     // topics in the last Ack's Partitions
 	obs    Observer
 	prod   *Producer // kw before any wrapping; nil with a fake
 }
 
-// Releaser takes back the memory of acknowledged transactions
-// (*binlog.Budget implements it).
-type Releaser interface{ Release(n int64) }
-
-// SetBudget makes the Writer release each transaction's Txn.Held to b once
-// the transaction is acknowledged. Call it before Run.
-func (w *Writer) SetBudget(b Releaser) { w.budget = b }
+// Ack reports an acknowledged run of transactions: every record of them,
+// and of every transaction before them, was acknowledged by all in-sync
+// replicas.
+type Ack struct {
+	// End is the end of the run's last transaction (its binlog.Txn.End).
+	End binlog.Position
+	// Held is the sum of the run's Txn.Held: the room in the source's
+	// budget that the owner of the pipeline may now release.
+	Held int64
+	// Txns and Events count the run's transactions and outbox rows
+	// (dead-lettered rows included).
+	Txns, Events int
+	// Partitions is the partition count of every topic written so far
+	// (pinned at start or at its first use), to be stored with the
+	// checkpoint; set when a topic was added since the previous Ack, nil
+	// otherwise (the previous value stands).
+	Partitions map[string]int
+}
 
 // Observer receives the Writer's measurements (cmd/cdc-outbox exports them
 // as Prometheus metrics). Its methods are called from the Writer's
@@ -121,19 +134,17 @@ func (w *Writer) Partitions() map[string]int {
 }
 
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
-	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan binlog.Position, 64), log: log,
-		warn: &limiter{period: time.Second, burst: 10}}
+	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan Ack, 64), log: log,
+		warn: logging.NewLimiter(time.Second, 10)}
 }
 
 // DeadLettered returns how many dead-letter records this Writer wrote
 // (acknowledged by the broker). Safe for concurrent use.
 func (w *Writer) DeadLettered() uint64 { return w.dead.Load() }
 
-// Acks returns the channel of acknowledged positions. Each value is the end
-// of a transaction all of whose records, and those of every transaction
-// before it, were acknowledged by all in-sync replicas. It is closed when
-// Run returns.
-func (w *Writer) Acks() <-chan binlog.Position { return w.acks }
+// Acks returns the channel of acknowledged runs of transactions, in binlog
+// order. It is closed when Run returns.
+func (w *Writer) Acks() <-chan Ack { return w.acks }
 
 // Run writes the transactions read from in until in is closed (returning
 // nil after flushing everything read) or a write fails (returning a
@@ -199,6 +210,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	idx := len(*pending)
 	*pending = append(*pending, txn.End)
 	w.sizes = append(w.sizes, txn.Held)
+	w.events = append(w.events, len(txn.Events))
 	for i := range txn.Events {
 		m, err := w.router.Route(&txn.Events[i], txn.End)
 		p, err := Check(&m, err, w.cfg.BatchBytes)
@@ -272,7 +284,7 @@ func (w *Writer) deadLetter(ctx context.Context, m *kafka.Message, p *Poison, en
 		return &WriteError{EventID: id, Topic: d.Topic, Pos: end, Err: fmt.Errorf("dead letter (%s): %w", p.Reason, first(err))}
 	}
 	w.dead.Add(1)
-	if ok, suppressed := w.warn.allow(time.Now()); ok {
+	if ok, suppressed := w.warn.Allow(time.Now()); ok {
 		w.log.Warn("poison record sent to the dead-letter topic", zap.String("event_id", id), zap.String("reason", string(p.Reason)),
 			zap.String("error", p.Err.Error()), zap.String("topic", p.Topic), zap.String("dead_letter_topic", d.Topic),
 			zap.String("binlog_pos", header(m, router.HeaderBinlogPos)), zap.String("binlog_txn_end", end.String()),
@@ -301,31 +313,39 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 			}
 		}
 	}
-	if n > 0 {
-		if err := w.ack(ctx, (*pending)[n-1]); err != nil {
-			return err
-		}
+	if err := w.ackFirst(ctx, *pending, n); err != nil {
+		return err
 	}
 	*pending = append((*pending)[:0], (*pending)[n:]...)
-	if w.budget != nil {
-		var done int64
-		for _, b := range w.sizes[:n] {
-			done += b
-		}
-		w.budget.Release(done)
-	}
 	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
+	w.events = append(w.events[:0], w.events[n:]...)
 	clear(w.msgs)
 	w.msgs, w.owner, w.bytes = w.msgs[:0], w.owner[:0], 0
 	return nil
 }
 
-func (w *Writer) ack(ctx context.Context, p binlog.Position) error {
+// ackFirst acknowledges the first n pending transactions (none when n is 0).
+func (w *Writer) ackFirst(ctx context.Context, pending []binlog.Position, n int) error {
+	if n == 0 {
+		return nil
+	}
+	a := Ack{End: pending[n-1], Txns: n}
+	for i := range n {
+		a.Held += w.sizes[i]
+		a.Events += w.events[i]
+	}
+	return w.ack(ctx, a)
+}
+
+func (w *Writer) ack(ctx context.Context, a Ack) error {
+	if parts := w.Partitions(); len(parts) != w.parts {
+		a.Partitions, w.parts = parts, len(parts) // pinned topics are never removed
+	}
 	select {
-	case w.acks <- p:
-		w.acked = p
+	case w.acks <- a:
+		w.acked = a.End
 		if w.obs != nil {
-			w.obs.Acked(p)
+			w.obs.Acked(a.End)
 		}
 		return nil
 	case <-ctx.Done():
@@ -379,10 +399,8 @@ func (w *Writer) resend(ctx context.Context, pending []binlog.Position, failed [
 				ErrRecordTooLarge, m.Topic, estimate(m), cause)}
 		end := pending[w.owner[i]]
 		if w.cfg.OnPoison != PolicyDeadLetter {
-			if k := w.owner[i]; k > 0 {
-				if err := w.ack(ctx, pending[k-1]); err != nil {
-					return err
-				}
+			if err := w.ackFirst(ctx, pending, w.owner[i]); err != nil {
+				return err
 			}
 			return w.poisonError(m, p, end)
 		}

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/pipeline"
+	"github.com/cdc-outbox/cdc-outbox/status"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 )
@@ -21,60 +22,6 @@ import (
 func failed(w io.Writer, format string, a ...any) error {
 	fmt.Fprintf(w, "FAILED: "+format+"\n", a...)
 	return exitError{code: 1}
-}
-
-// ago formats the time since t, rounded to the second, e.g. "3m12s ago".
-func ago(t, now time.Time) string {
-	d := now.Sub(t).Round(time.Second)
-	if d < 0 {
-		return fmt.Sprintf("%s in the future", -d)
-	}
-	return d.String() + " ago"
-}
-
-// writeCheckpoint prints cp as indented "name  value" lines; now is the
-// reference for ages.
-func writeCheckpoint(w io.Writer, indent string, cp *checkpoint.Checkpoint, now time.Time) {
-	line := func(name, format string, a ...any) {
-		fmt.Fprintf(w, "%s%-12s%s\n", indent, name, fmt.Sprintf(format, a...))
-	}
-	if cp.File != "" {
-		line("position", "%s:%d", cp.File, cp.Pos)
-	} else {
-		line("position", "(none: GTID set only)")
-	}
-	line("gtid set", "%s", orNone(cp.GTIDSet))
-	if cp.GTID != "" {
-		line("last gtid", "%s", cp.GTID)
-	}
-	server := fmt.Sprintf("%s, server_id %d", orNone(cp.Flavor), cp.ServerID)
-	if cp.ServerUUID != "" {
-		server += ", server_uuid " + cp.ServerUUID
-	}
-	line("server", "%s", server)
-	if cp.EventTime.IsZero() {
-		line("event time", "(unknown: no transaction published since this position was set)")
-	} else {
-		line("event time", "%s (%s; commit time of the last checkpointed transaction, 1 s resolution)",
-			cp.EventTime.UTC().Format(time.RFC3339), ago(cp.EventTime, now))
-	}
-	line("updated at", "%s (%s)", cp.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), ago(cp.UpdatedAt, now))
-	if len(cp.Partitions) == 0 {
-		line("partitions", "(not stored)")
-	} else {
-		var parts []string
-		for _, t := range slices.Sorted(maps.Keys(cp.Partitions)) {
-			parts = append(parts, fmt.Sprintf("%s=%d", t, cp.Partitions[t]))
-		}
-		line("partitions", "%s", strings.Join(parts, ", "))
-	}
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 func checkpointCommand() *cobra.Command {
@@ -111,7 +58,7 @@ partition counts stored with it. Exit status 0 also when there is none;
 1 when the value is corrupt; 2 on configuration or connection errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := checkpointConfig(path)
+			cfg, err := config.LoadFor(path, config.ScopeCheckpoint)
 			if err != nil {
 				return err
 			}
@@ -135,7 +82,7 @@ partition counts stored with it. Exit status 0 also when there is none;
 				return nil
 			}
 			fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
-			writeCheckpoint(out, "  ", cp, now)
+			status.WriteCheckpoint(out, "  ", cp, now)
 			return nil
 		},
 	}
@@ -190,7 +137,7 @@ publisher seems to be running, unless --force: there is no lock, and a
 running publisher overwrites the checkpoint at its next write.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := opsConfig(path)
+			cfg, err := config.LoadFor(path, config.ScopeOps)
 			if err != nil {
 				return err
 			}
@@ -204,7 +151,7 @@ running publisher overwrites the checkpoint at its next write.`,
 			if st.Kind == binlog.StartGTID && cfg.Source.PositionMode != binlog.ModeGTID {
 				return fmt.Errorf("checkpoint set %s: a GTID position needs source.position-mode: gtid (file mode resumes by file:pos); give <file>:<pos>", args[0])
 			}
-			log, err := newLogger(cfg.Log)
+			log, err := logging.New(cfg.Log)
 			if err != nil {
 				return err
 			}
@@ -218,78 +165,31 @@ running publisher overwrites the checkpoint at its next write.`,
 	return cmd
 }
 
-func checkpointSet(ctx context.Context, cfg Config, st binlog.Start, force bool, out io.Writer, log *zap.Logger) error {
-	srv, err := binlog.Connect(ctx, cfg.Source, log.Named("source"))
-	if err != nil {
-		return err
+func checkpointSet(ctx context.Context, cfg config.Config, st binlog.Start, force bool, out io.Writer, log *zap.Logger) error {
+	res, err := pipeline.SetCheckpoint(ctx, cfg, st, force, log)
+	for _, w := range res.Warnings {
+		fmt.Fprintln(out, "warning: "+w)
 	}
-	defer srv.Close()
-	store := checkpoint.NewStore(cfg.Checkpoint)
-	defer store.Close()
-
-	host, err := srv.ReplicaUsing(cfg.Source.ServerID)
-	switch {
-	case err != nil:
-		fmt.Fprintf(out, "warning: cannot tell whether the publisher is running (%v); if it is, it overwrites this checkpoint at its next write\n", err)
-	case host != "" && !force:
-		return failed(out, "%v: a replica with source.server-id %d is registered on the server (host %s): the publisher would overwrite the checkpoint at its next write. "+
-			"Stop it first (if it was killed, its registration goes away within seconds), or give --force", ErrPublisherRunning, cfg.Source.ServerID, host)
-	case host != "":
-		fmt.Fprintf(out, "warning: --force: a replica with source.server-id %d is registered (host %s); a running publisher overwrites this checkpoint at its next write\n", cfg.Source.ServerID, host)
+	var refused *pipeline.RefusedError
+	if errors.As(err, &refused) {
+		return failed(out, "%v", refused.Err)
 	}
-
-	pos, err := srv.Resolve(st)
-	if err == nil {
-		err = srv.CheckPosition(pos)
-	}
-	if errors.Is(err, binlog.ErrPositionUnavailable) || errors.Is(err, binlog.ErrStart) {
-		return failed(out, "%v", err)
-	}
-	if err != nil {
-		return err
-	}
-	if pos.GTIDSet == "" {
-		// MariaDB tells the GTID set at a file:pos; a GTID-mode resume and
-		// the tracked set then start right.
-		if pos.GTIDSet, err = srv.GTIDSetAt(pos); err != nil {
-			return err
-		}
-	}
-	topics, err := routedTopics(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	parts, err := partitionCounts(ctx, cfg.Kafka.Brokers, topics)
-	if err != nil {
-		return err
-	}
-	old, err := store.Load(ctx)
-	corrupt := errors.Is(err, checkpoint.ErrCorrupt)
-	if err != nil && !corrupt {
-		return err
-	}
-	next := checkpoint.Checkpoint{File: pos.File, Pos: pos.Pos, GTIDSet: pos.GTIDSet,
-		ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: parts}
-	if err := store.Save(ctx, next); err != nil {
-		return err
-	}
-	saved, err := store.Load(ctx)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
+	fmt.Fprintf(out, "checkpoint %s (%s)\n", res.Key, cfg.Checkpoint.Addr)
 	switch {
-	case corrupt:
+	case res.Corrupt:
 		fmt.Fprintln(out, "old: (corrupt value, overwritten)")
-	case old == nil:
+	case res.Old == nil:
 		fmt.Fprintln(out, "old: (none)")
 	default:
 		fmt.Fprintln(out, "old:")
-		writeCheckpoint(out, "  ", old, now)
+		status.WriteCheckpoint(out, "  ", res.Old, now)
 	}
 	fmt.Fprintln(out, "new:")
-	writeCheckpoint(out, "  ", saved, now)
+	status.WriteCheckpoint(out, "  ", res.New, now)
 	fmt.Fprintln(out, "the next run resumes from the new position; a publisher running now would overwrite it at its next write")
 	return nil
 }
@@ -309,7 +209,7 @@ from the configured start unless given --start or --recover-checkpoint.
 A running publisher writes the key again at its next write: stop it first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := checkpointConfig(path)
+			cfg, err := config.LoadFor(path, config.ScopeCheckpoint)
 			if err != nil {
 				return err
 			}
@@ -330,7 +230,7 @@ A running publisher writes the key again at its next write: stop it first.`,
 				return nil
 			default:
 				fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
-				writeCheckpoint(out, "  ", cp, time.Now())
+				status.WriteCheckpoint(out, "  ", cp, time.Now())
 			}
 			if !yes {
 				fmt.Fprintln(out, "not deleted: add --yes to delete it")

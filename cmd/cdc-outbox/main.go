@@ -10,14 +10,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // version is set with -ldflags "-X main.version=...".
@@ -61,58 +56,4 @@ func execute(args []string) int {
 		return 2
 	}
 	return 0
-}
-
-func newLogger(c LogConfig) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(c.Level)
-	if err != nil {
-		return nil, err
-	}
-	var zc zap.Config
-	if c.Format == "console" {
-		zc = zap.NewDevelopmentConfig()
-	} else {
-		zc = zap.NewProductionConfig()
-		zc.EncoderConfig.TimeKey = "ts"
-		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	}
-	zc.Level = zap.NewAtomicLevelAt(lvl)
-	zc.Sampling = nil
-	zc.DisableStacktrace = true
-	log, err := zc.Build()
-	if err != nil {
-		return nil, err
-	}
-	// go-redis logs through a package-level logger; route it to zap so
-	// that JSON logs stay JSON.
-	redis.SetLogger(newRedisLogger(log.Named("redis").Sugar()))
-	return log, nil
-}
-
-// redisLogger passes go-redis's own messages on as warnings, at most one
-// per 10 s (it logs every failed dial of its pool, several a second while
-// Redis is down), with the number suppressed since the last one.
-type redisLogger struct {
-	log *zap.SugaredLogger
-	mu  *sync.Mutex
-	at  *time.Time
-	n   *int
-}
-
-func newRedisLogger(log *zap.SugaredLogger) redisLogger {
-	return redisLogger{log: log, mu: new(sync.Mutex), at: new(time.Time), n: new(int)}
-}
-
-func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
-	l.mu.Lock()
-	now := time.Now()
-	if now.Sub(*l.at) < 10*time.Second {
-		*l.n++
-		l.mu.Unlock()
-		return
-	}
-	suppressed := *l.n
-	*l.at, *l.n = now, 0
-	l.mu.Unlock()
-	l.log.Warnw(fmt.Sprintf(format, v...), "suppressed", suppressed)
 }

@@ -114,10 +114,10 @@ func (m *metrics) Acked(p binlog.Position) {
 	}
 }
 
-func (m *metrics) restarted() { m.restarts.Inc() }
+func (m *metrics) Restarted() { m.restarts.Inc() }
 
 // purgedSkip counts a skipped purged range and returns the count so far.
-func (m *metrics) purgedSkip() uint64 {
+func (m *metrics) PurgedSkip() uint64 {
 	m.purged.Inc()
 	return m.purgedN.Add(1)
 }

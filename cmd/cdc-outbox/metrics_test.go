@@ -51,7 +51,7 @@ func TestMetricsObserver(t *testing.T) {
 	if d := testutil.ToFloat64(m.delay); d < 3 || d > 60 {
 		t.Errorf("ack delay %v s, want about 3", d)
 	}
-	m.restarted()
+	m.Restarted()
 
 	srv := httptest.NewServer(m.handler())
 	defer srv.Close()

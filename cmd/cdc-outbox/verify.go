@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/go-mysql-org/go-mysql/client"
@@ -42,7 +43,7 @@ Run it once the publisher has caught up, or give --wait to re-check for
 missing events until they arrive. Memory: one bit per event id in the range.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := opsConfig(path)
+			cfg, err := config.LoadFor(path, config.ScopeOps)
 			if err != nil {
 				return err
 			}
@@ -78,7 +79,7 @@ type verifyOptions struct {
 	out, errOut      io.Writer
 }
 
-func runVerify(ctx context.Context, cfg Config, o verifyOptions) (verify.AuditReport, error) {
+func runVerify(ctx context.Context, cfg config.Config, o verifyOptions) (verify.AuditReport, error) {
 	src := cfg.Source
 	conn, err := client.ConnectWithContext(ctx, src.Addr, src.User, src.Password, src.Schema, 10*time.Second)
 	if err != nil {
@@ -166,7 +167,7 @@ func checkRows(conn *client.Conn, table string, audit *verify.Audit, lo, hi uint
 	return a.Report(), nil
 }
 
-func topicsOf(conn *client.Conn, cfg Config, table string, lo, hi uint64) ([]string, error) {
+func topicsOf(conn *client.Conn, cfg config.Config, table string, lo, hi uint64) ([]string, error) {
 	rt := router.New(cfg.Router)
 	if !strings.Contains(cfg.Router.Topic, "{") {
 		return []string{cfg.Router.Topic}, nil

@@ -61,13 +61,13 @@ func TestCheckpointStoreRoundTrip(t *testing.T) {
 func TestCommitterWritesAcknowledgedPositions(t *testing.T) {
 	ctx := context.Background()
 	s := store(t, "cdc-outbox:it:committer:"+runID)
-	c := checkpoint.NewCommitter(s, checkpoint.Source{ServerID: 1, Flavor: "mariadb"}, 50*time.Millisecond, binlog.Position{}, zap.NewNop())
-	acks := make(chan binlog.Position)
+	c := checkpoint.NewCommitter(checkpoint.NewWriter(s, checkpoint.Source{ServerID: 1, Flavor: "mariadb"}, nil), 50*time.Millisecond, 2*time.Second, binlog.Position{}, zap.NewNop())
+	acks := make(chan checkpoint.Ack)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, acks) }()
 
-	acks <- binlog.Position{File: "f.000001", Pos: 100}
-	acks <- binlog.Position{File: "f.000001", Pos: 200}
+	acks <- checkpoint.Ack{End: binlog.Position{File: "f.000001", Pos: 100}}
+	acks <- checkpoint.Ack{End: binlog.Position{File: "f.000001", Pos: 200}}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		cp, err := s.Load(ctx)
@@ -85,7 +85,7 @@ func TestCommitterWritesAcknowledgedPositions(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	acks <- binlog.Position{File: "f.000002", Pos: 4}
+	acks <- checkpoint.Ack{End: binlog.Position{File: "f.000002", Pos: 4}}
 	close(acks)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -1,22 +1,16 @@
-package main
+package config
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
-	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -84,7 +78,7 @@ retry-backoff-max: 2m
 
 func TestLoadConfigExample(t *testing.T) {
 	clearEnv(t)
-	cfg, err := loadConfig(filepath.Join("..", "..", "config.example.yaml"))
+	cfg, err := Load(filepath.Join("..", "config.example.yaml"))
 	if err != nil {
 		t.Fatalf("config.example.yaml: %v", err)
 	}
@@ -101,14 +95,14 @@ func TestLoadConfigExample(t *testing.T) {
 
 func TestLoadConfigFull(t *testing.T) {
 	clearEnv(t)
-	cfg, err := loadConfig(writeConfig(t, fullYAML))
+	cfg, err := Load(writeConfig(t, fullYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	want := defaultConfig()
+	want := Default()
 	want.Source = binlog.Config{Flavor: "mariadb", Addr: "db.internal:3306", User: "cdc_outbox", Password: "from-file",
 		ServerID: 6001, Schema: "im", Table: "outbox", PositionMode: "gtid", Start: "gtid:0-1-42",
 		HeartbeatPeriod: 2 * time.Second, ReadTimeout: 15 * time.Second, ServerIDWait: time.Minute, TxnBuffer: 16, BufferBytes: 16 << 20,
@@ -119,7 +113,7 @@ func TestLoadConfigFull(t *testing.T) {
 	want.Kafka.MaxAttempts, want.Kafka.Compression, want.Kafka.AllowAutoTopicCreation = 2, "zstd", true
 	want.Checkpoint.Addr, want.Checkpoint.Username, want.Checkpoint.Password, want.Checkpoint.DB = "redis.internal:6379", "u", "p", 3
 	want.Checkpoint.Key, want.Checkpoint.Interval, want.Checkpoint.Timeout = "cdc-outbox:checkpoint:test", 250*time.Millisecond, time.Second
-	want.Log = LogConfig{Format: "console", Level: "debug"}
+	want.Log = logging.Config{Format: "console", Level: "debug"}
 	want.ShutdownTimeout, want.RetryBackoffMax = 45*time.Second, 2*time.Minute
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("loadConfig =\n %+v\nwant\n %+v", cfg, want)
@@ -129,11 +123,11 @@ func TestLoadConfigFull(t *testing.T) {
 func TestLoadConfigDefaultsKept(t *testing.T) {
 	clearEnv(t)
 	// Keys absent from the file keep their defaults.
-	cfg, err := loadConfig(writeConfig(t, "source:\n  user: u\n  schema: im\n"))
+	cfg, err := Load(writeConfig(t, "source:\n  user: u\n  schema: im\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := defaultConfig()
+	want := Default()
 	want.Source.User, want.Source.Schema = "u", "im"
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("loadConfig =\n %+v\nwant\n %+v", cfg, want)
@@ -161,7 +155,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clearEnv(t)
 			p := writeConfig(t, c.yaml)
-			_, err := loadConfig(p)
+			_, err := Load(p)
 			if err == nil {
 				t.Fatalf("loadConfig accepted %q", c.yaml)
 			}
@@ -172,7 +166,7 @@ func TestLoadConfigErrors(t *testing.T) {
 	}
 	t.Run("missing file", func(t *testing.T) {
 		clearEnv(t)
-		_, err := loadConfig(filepath.Join(t.TempDir(), "nope.yaml"))
+		_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
 		if err == nil || !os.IsNotExist(unwrapAll(err)) {
 			t.Errorf("err = %v, want a not-exist error", err)
 		}
@@ -192,17 +186,17 @@ func unwrapAll(err error) error {
 func TestLoadConfigEmptyFileOrNoFile(t *testing.T) {
 	for _, text := range []string{"", "# only a comment\n"} {
 		clearEnv(t)
-		cfg, err := loadConfig(writeConfig(t, text))
+		cfg, err := Load(writeConfig(t, text))
 		if err != nil {
-			t.Fatalf("loadConfig(%q): %v", text, err)
+			t.Fatalf("Load(%q): %v", text, err)
 		}
-		if !reflect.DeepEqual(cfg, defaultConfig()) {
-			t.Errorf("loadConfig(%q) = %+v, want the defaults", text, cfg)
+		if !reflect.DeepEqual(cfg, Default()) {
+			t.Errorf("Load(%q) = %+v, want the defaults", text, cfg)
 		}
 	}
-	cfg, err := loadConfig("")
-	if err != nil || !reflect.DeepEqual(cfg, defaultConfig()) {
-		t.Errorf("loadConfig(\"\") = %+v, %v; want the defaults", cfg, err)
+	cfg, err := Load("")
+	if err != nil || !reflect.DeepEqual(cfg, Default()) {
+		t.Errorf("Load(\"\") = %+v, %v; want the defaults", cfg, err)
 	}
 }
 
@@ -222,7 +216,7 @@ func TestLoadConfigEnvOverrides(t *testing.T) {
 	t.Setenv("CDC_OUTBOX_SHUTDOWN_TIMEOUT", "5s")
 	t.Setenv("CDC_OUTBOX_KAFKA_ON_POISON", "dead-letter")
 	t.Setenv("CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC", "im.dlq")
-	cfg, err := loadConfig(p)
+	cfg, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +257,7 @@ func TestLoadConfigEnvWithoutFile(t *testing.T) {
 	t.Setenv("CDC_OUTBOX_SOURCE_USER", "env-user")
 	t.Setenv("CDC_OUTBOX_SOURCE_SCHEMA", "im")
 	t.Setenv("CDC_OUTBOX_SOURCE_START", "latest")
-	cfg, err := loadConfig("")
+	cfg, err := Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +280,7 @@ func TestLoadConfigBadEnv(t *testing.T) {
 		t.Run(kv[0], func(t *testing.T) {
 			clearEnv(t)
 			t.Setenv(kv[0], kv[1])
-			_, err := loadConfig("")
+			_, err := Load("")
 			if err == nil || !strings.HasPrefix(err.Error(), "config: environment: ") || !strings.Contains(err.Error(), kv[2]) {
 				t.Errorf("err = %v, want an environment error containing %s", err, kv[2])
 			}
@@ -332,7 +326,7 @@ func TestConfigValidateJoinsAllSections(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := defaultConfig()
+			cfg := Default()
 			cfg.Source.User, cfg.Source.Schema, cfg.Source.Start = "u", "im", "latest"
 			c.mod(&cfg)
 			err := cfg.Validate()
@@ -362,7 +356,7 @@ func TestConfigValidateJoinsAllSections(t *testing.T) {
 // must not reach the log, whatever the encoder.
 func TestRedactedSourceNotLogged(t *testing.T) {
 	const secret = "Hunter2-very-secret"
-	cfg := defaultConfig()
+	cfg := Default()
 	cfg.Source.User, cfg.Source.Schema, cfg.Source.Password = "u", "im", secret
 	for _, enc := range []struct {
 		name string
@@ -390,93 +384,17 @@ func TestRedactedSourceNotLogged(t *testing.T) {
 	}
 }
 
-func TestNewLogger(t *testing.T) {
-	for _, c := range []LogConfig{{Format: "json", Level: "info"}, {Format: "console", Level: "debug"}, {Format: "json", Level: "error"}} {
-		log, err := newLogger(c)
-		if err != nil {
-			t.Errorf("newLogger(%+v): %v", c, err)
-			continue
-		}
-		lvl, _ := zapcore.ParseLevel(c.Level)
-		if !log.Core().Enabled(lvl) || (lvl > zapcore.DebugLevel && log.Core().Enabled(lvl-1)) {
-			t.Errorf("newLogger(%+v): wrong level", c)
-		}
-	}
-	if _, err := newLogger(LogConfig{Format: "json", Level: "loud"}); err == nil {
-		t.Error("newLogger accepted level loud")
-	}
-}
-
-// execute validates before connecting anywhere: a bad configuration exits 2
-// with the problem on stderr.
-func TestExecuteInvalidConfig(t *testing.T) {
-	cases := []struct {
-		name   string
-		args   []string
-		stderr string
-	}{
-		{"unknown command", []string{"nope"}, `unknown command "nope"`},
-		{"missing config file", []string{"run", "--config", "MISSING"}, "no such file or directory"},
-		{"invalid log level flag", []string{"run", "--config", "CONFIG", "--log-level", "loud"}, `log.level: "loud"`},
-		{"gtid start flag in file mode", []string{"run", "--config", "CONFIG", "--start", "gtid:0-1-1"}, "source.start: a GTID start needs position-mode: gtid"},
-		{"bad start flag", []string{"run", "-c", "CONFIG", "--start", "f:3"}, `source.start: binlog: start position: "f:3"`},
-		{"positional argument", []string{"run", "extra"}, `unknown command "extra"`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			clearEnv(t)
-			dir := t.TempDir()
-			p := writeConfig(t, "source:\n  user: u\n  schema: im\n  start: latest\n")
-			args := append([]string(nil), c.args...)
-			for i := range args {
-				switch args[i] {
-				case "CONFIG":
-					args[i] = p
-				case "MISSING":
-					args[i] = filepath.Join(dir, "missing.yaml")
-				}
-			}
-			errFile, err := os.Create(filepath.Join(dir, "stderr"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			stderr := os.Stderr
-			os.Stderr = errFile
-			// If validation ever let the configuration through, execute would
-			// try to connect and retry forever: fail instead of hanging.
-			done := make(chan int, 1)
-			go func() { done <- execute(args) }()
-			var code int
-			select {
-			case code = <-done:
-			case <-time.After(10 * time.Second):
-				os.Stderr = stderr
-				t.Fatalf("execute(%v) did not return: the configuration was not rejected", args)
-			}
-			os.Stderr = stderr
-			errFile.Close()
-			out, _ := os.ReadFile(errFile.Name())
-			if code != 2 {
-				t.Errorf("execute(%v) = %d, want 2", args, code)
-			}
-			if !strings.Contains(string(out), c.stderr) {
-				t.Errorf("stderr = %q, want it to contain %q", out, c.stderr)
-			}
-		})
-	}
-}
-
 // The poison policy keys are read from the kafka section.
 func TestLoadConfigPoisonPolicy(t *testing.T) {
 	clearEnv(t)
-	cfg, err := loadConfig(writeConfig(t, "kafka:\n  on-poison: dead-letter\n  dead-letter-topic: im.dead\n"))
+	cfg, err := Load(writeConfig(t, "kafka:\n  on-poison: dead-letter\n  dead-letter-topic: im.dead\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Kafka.OnPoison != "dead-letter" || cfg.Kafka.DeadLetterTopic != "im.dead" {
 		t.Fatalf("kafka section read as %+v", cfg.Kafka)
 	}
-	cfg, err = loadConfig("")
+	cfg, err = Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +407,7 @@ func TestLoadConfigPoisonPolicy(t *testing.T) {
 // closest name, and a bad value is reported under the variable's own name
 // (not the Go field's), every problem at once; other variables are ignored.
 func TestApplyEnvErrors(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := Default()
 	err := applyEnv(&cfg, []string{
 		"HOME=/root",
 		"CDC_OUTBOX_KAFKA_BATCH_SIZ=10",
@@ -516,22 +434,22 @@ func TestApplyEnvErrors(t *testing.T) {
 	if strings.Contains(msg, "SOURCE_ADDR") || strings.Contains(msg, "HOME") {
 		t.Errorf("error names a good or unrelated variable:\n%s", msg)
 	}
-	if cfg.Source.Addr != defaultConfig().Source.Addr {
+	if cfg.Source.Addr != Default().Source.Addr {
 		t.Errorf("a failed environment was partly applied: source.addr %q", cfg.Source.Addr)
 	}
 
 	// An empty value (an unset secret in a template) is refused, not ignored.
-	cfg = defaultConfig()
+	cfg = Default()
 	err = applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_PASSWORD=", "CDC_OUTBOX_KAFKA_BROKERS="})
 	if err == nil || !strings.Contains(err.Error(), "CDC_OUTBOX_SOURCE_PASSWORD is set but empty") || !strings.Contains(err.Error(), "CDC_OUTBOX_KAFKA_BROKERS is set but empty") {
 		t.Fatalf("empty values: err = %v", err)
 	}
 
-	cfg = defaultConfig()
+	cfg = Default()
 	if err := applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1", "CDC_OUTBOX_CHECKPOINT_ADDR=127.0.0.1:2"}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Source.Addr != "127.0.0.1:1" || cfg.Checkpoint.Addr != "127.0.0.1:2" || cfg.Kafka.BatchSize != defaultConfig().Kafka.BatchSize {
+	if cfg.Source.Addr != "127.0.0.1:1" || cfg.Checkpoint.Addr != "127.0.0.1:2" || cfg.Kafka.BatchSize != Default().Kafka.BatchSize {
 		t.Errorf("got source.addr %q, checkpoint.addr %q, kafka.batch-size %d", cfg.Source.Addr, cfg.Checkpoint.Addr, cfg.Kafka.BatchSize)
 	}
 }
@@ -541,56 +459,25 @@ func TestApplyEnvErrors(t *testing.T) {
 func TestCheckpointConfigNeedsOnlyCheckpoint(t *testing.T) {
 	clearEnv(t)
 	p := writeConfig(t, "checkpoint: {addr: \"127.0.0.1:6379\", key: \"cdc-outbox:im\"}\n")
-	if _, err := checkpointConfig(p); err != nil {
-		t.Fatalf("checkpointConfig: %v", err)
+	if _, err := LoadFor(p, ScopeCheckpoint); err != nil {
+		t.Fatalf("LoadFor(ScopeCheckpoint): %v", err)
 	}
-	if _, err := opsConfig(p); err == nil || !strings.Contains(err.Error(), "source.") {
-		t.Fatalf("opsConfig = %v, want the source section's errors", err)
+	if _, err := LoadFor(p, ScopeOps); err == nil || !strings.Contains(err.Error(), "source.") {
+		t.Fatalf("LoadFor(ScopeOps) = %v, want the source section's errors", err)
 	}
 	p = writeConfig(t, "checkpoint: {addr: \"nope\", key: \"\"}\nlog: {level: loud}\n")
-	_, err := checkpointConfig(p)
+	_, err := LoadFor(p, ScopeCheckpoint)
 	if err == nil || !strings.Contains(err.Error(), "checkpoint.addr") || !strings.Contains(err.Error(), "checkpoint.key") || !strings.Contains(err.Error(), "log.level") {
-		t.Fatalf("checkpointConfig = %v, want checkpoint.addr, checkpoint.key and log.level named", err)
-	}
-}
-
-func TestReachHint(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.Kafka.Brokers = []string{"127.0.0.1:39092", "kafka-2:9092"}
-	cfg.Checkpoint.Addr = "127.0.0.1:36379"
-	dial := func(addr string) error {
-		ap, err := netip.ParseAddrPort(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(ap), Err: syscall.ECONNREFUSED}
-	}
-	for _, c := range []struct {
-		err  error
-		want string
-	}{
-		{&sink.WriteError{Err: fmt.Errorf("metadata of topic t: %w", dial("127.0.0.1:39092"))}, "cannot reach Kafka at 127.0.0.1:39092: is the broker up, and kafka.brokers right?"},
-		{&sink.WriteError{Err: &net.DNSError{Name: "kafka-2", Err: "no such host"}}, "cannot reach Kafka at kafka-2"},
-		{&sink.WriteError{Err: &net.DNSError{Name: "kafka", Err: "no such host"}}, "advertises (advertised.listeners)"},
-		{fmt.Errorf("checkpoint: GET k from 127.0.0.1:36379: %w", dial("127.0.0.1:36379")), "checkpoint.addr"},
-		{fmt.Errorf("binlog: connect: %w; check source.addr", &net.DNSError{Name: "db.internal", Err: "no such host"}), ""},
-		{fmt.Errorf("x: %w", dial("10.0.0.9:1")), ""},
-		{errors.New("sink: write event 1: NOT_ENOUGH_REPLICAS"), ""},
-		{&sink.WriteError{Err: fmt.Errorf("metadata of topic t: %w", context.DeadlineExceeded)}, "no answer from Kafka in time"},
-		{fmt.Errorf("checkpoint: GET: %w", context.DeadlineExceeded), ""},
-	} {
-		if got := reachHint(c.err, cfg); !strings.Contains(got, c.want) || (c.want == "") != (got == "") {
-			t.Errorf("reachHint(%v) = %q, want %q", c.err, got, c.want)
-		}
+		t.Fatalf("LoadFor(ScopeCheckpoint) = %v, want checkpoint.addr, checkpoint.key and log.level named", err)
 	}
 }
 
 // A value that parses but is invalid names the variable it came from.
 func TestInvalidConfigNamesVariable(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := Default()
 	cfg.Kafka.WriteTimeout = -time.Second
 	cfg.Source.ServerID = 0
-	err := invalidConfig(cfg.Validate(), []string{"CDC_OUTBOX_KAFKA_WRITE_TIMEOUT=-1s", "PATH=/bin"})
+	err := Invalid(cfg.Validate(), []string{"CDC_OUTBOX_KAFKA_WRITE_TIMEOUT=-1s", "PATH=/bin"})
 	msg := err.Error()
 	if !strings.Contains(msg, "kafka.write-timeout: -1s: want > 0 (set by CDC_OUTBOX_KAFKA_WRITE_TIMEOUT)") {
 		t.Errorf("the environment's value is not named:\n%s", msg)

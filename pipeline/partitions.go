@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/segmentio/kafka-go"
 )
 
-// partitionCounts returns the partition count of each existing topic of
+// PartitionCounts returns the partition count of each existing topic of
 // topics, read with sink.Partitions (never creating a topic). Missing topics
 // are left out.
-func partitionCounts(ctx context.Context, brokers []string, topics []string) (map[string]int, error) {
+func PartitionCounts(ctx context.Context, brokers []string, topics []string) (map[string]int, error) {
 	out := make(map[string]int, len(topics))
 	for _, t := range topics {
 		ids, err := sink.Partitions(ctx, brokers, t)
@@ -33,32 +34,32 @@ func partitionCounts(ctx context.Context, brokers []string, topics []string) (ma
 	return out, nil
 }
 
-// partitionChange is a topic whose partition count differs from the stored one.
-type partitionChange struct {
+// PartitionChange is a topic whose partition count differs from the stored one.
+type PartitionChange struct {
 	Topic       string
 	Stored, Now int
 }
 
-func (c partitionChange) String() string {
+func (c PartitionChange) String() string {
 	return fmt.Sprintf("%s: %d → %d partitions", c.Topic, c.Stored, c.Now)
 }
 
-// partitionChanges compares stored counts with the current ones, topic by
+// PartitionChanges compares stored counts with the current ones, topic by
 // topic, in name order. Topics missing from either side are not changes (a
 // checkpoint without counts, a new topic, a deleted topic).
-func partitionChanges(stored, now map[string]int) []partitionChange {
-	var out []partitionChange
+func PartitionChanges(stored, now map[string]int) []PartitionChange {
+	var out []PartitionChange
 	for _, t := range slices.Sorted(maps.Keys(stored)) {
 		if n, ok := now[t]; ok && n != stored[t] {
-			out = append(out, partitionChange{Topic: t, Stored: stored[t], Now: n})
+			out = append(out, PartitionChange{Topic: t, Stored: stored[t], Now: n})
 		}
 	}
 	return out
 }
 
-// partitionChangeError explains a partition count change and how to
+// PartitionChangeError explains a partition count change and how to
 // confirm it.
-func partitionChangeError(key string, changes []partitionChange) error {
+func PartitionChangeError(key string, changes []PartitionChange) error {
 	s := make([]string, len(changes))
 	for i, c := range changes {
 		s[i] = c.String()
@@ -71,11 +72,11 @@ func partitionChangeError(key string, changes []partitionChange) error {
 		ErrPartitionsChanged, key, strings.Join(s, ", "))
 }
 
-// routedTopics returns the topics records are published to: router.topic
+// RoutedTopics returns the topics records are published to: router.topic
 // when fixed; for a template ({event_type}), the topics of the event types
 // present in the outbox table (SELECT DISTINCT event_type, a scan of the
 // table), which may be none.
-func routedTopics(ctx context.Context, cfg Config) ([]string, error) {
+func RoutedTopics(ctx context.Context, cfg config.Config) ([]string, error) {
 	if !strings.Contains(cfg.Router.Topic, "{") {
 		return []string{cfg.Router.Topic}, nil
 	}

@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"errors"
@@ -14,14 +14,14 @@ import (
 func TestParsePoint(t *testing.T) {
 	cases := []struct {
 		in      string
-		want    point
+		want    Point
 		wantErr string
 	}{
-		{in: "2026-11-29T10:00:00Z", want: point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}},
-		{in: "2026-11-29T11:00:00+01:00", want: point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}},
-		{in: "2026-11-29T10:00:00.750Z", want: point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}}, // truncated to the second
-		{in: " mariadb-bin.000005:1234 ", want: point{start: binlog.Start{Kind: binlog.StartFilePos, File: "mariadb-bin.000005", Pos: 1234}}},
-		{in: "gtid:0-1-42", want: point{start: binlog.Start{Kind: binlog.StartGTID, GTIDSet: "0-1-42"}}},
+		{in: "2026-11-29T10:00:00Z", want: Point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}},
+		{in: "2026-11-29T11:00:00+01:00", want: Point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}},
+		{in: "2026-11-29T10:00:00.750Z", want: Point{time: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}}, // truncated to the second
+		{in: " mariadb-bin.000005:1234 ", want: Point{start: binlog.Start{Kind: binlog.StartFilePos, File: "mariadb-bin.000005", Pos: 1234}}},
+		{in: "gtid:0-1-42", want: Point{start: binlog.Start{Kind: binlog.StartGTID, GTIDSet: "0-1-42"}}},
 		{in: "", wantErr: "required"},
 		{in: "2026-11-29 10:00:00", wantErr: "RFC 3339 with a zone"},
 		{in: "2026-11-29T10:00:00", wantErr: "RFC 3339 with a zone"},
@@ -35,10 +35,10 @@ func TestParsePoint(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.in, func(t *testing.T) {
-			got, err := parsePoint("--from", c.in)
+			got, err := ParsePoint("--from", c.in)
 			if c.wantErr != "" {
 				if err == nil || !errors.Is(err, binlog.ErrStart) || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "--from") {
-					t.Fatalf("parsePoint(%q) = %+v, %v; want ErrStart naming --from and containing %q", c.in, got, err, c.wantErr)
+					t.Fatalf("ParsePoint(%q) = %+v, %v; want ErrStart naming --from and containing %q", c.in, got, err, c.wantErr)
 				}
 				return
 			}
@@ -46,31 +46,9 @@ func TestParsePoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !got.time.Equal(c.want.time) || got.start != c.want.start {
-				t.Fatalf("parsePoint(%q) = %+v, want %+v", c.in, got, c.want)
+				t.Fatalf("ParsePoint(%q) = %+v, want %+v", c.in, got, c.want)
 			}
 		})
-	}
-}
-
-func TestBytesBetween(t *testing.T) {
-	logs := []binlog.LogFile{{Name: "b.000001", Size: 1000}, {Name: "b.000002", Size: 500}, {Name: "b.000003", Size: 300}}
-	p := func(f string, pos uint32) binlog.Position { return binlog.Position{File: f, Pos: pos} }
-	cases := []struct {
-		a, b binlog.Position
-		want int64
-	}{
-		{p("b.000001", 4), p("b.000001", 4), 0},
-		{p("b.000001", 100), p("b.000001", 400), 300},
-		{p("b.000001", 900), p("b.000002", 50), 150},              // 100 left in the first file, 50 in the second
-		{p("b.000001", 900), p("b.000003", 50), 100 + 500 + 50},   // a whole file in between
-		{p("b.000002", 4), p("b.000001", 4), -1},                  // reversed
-		{p("b.000009", 4), p("b.000001", 4), -1},                  // unknown file
-		{binlog.Position{GTIDSet: "0-1-5"}, p("b.000001", 4), -1}, // no file
-	}
-	for _, c := range cases {
-		if got := bytesBetween(logs, c.a, c.b); got != c.want {
-			t.Errorf("bytesBetween(%s, %s) = %d, want %d", c.a, c.b, got, c.want)
-		}
 	}
 }
 
@@ -78,17 +56,17 @@ func TestReplayRouter(t *testing.T) {
 	e := &binlog.Event{ID: 42, EventType: "message.created", ConversationID: 7, SeqNo: 3, Payload: []byte(`{}`),
 		Pos: binlog.Position{File: "b.000001", Pos: 700, GTID: "0-1-5"}}
 	end := binlog.Position{File: "b.000001", Pos: 731}
-	id := newReplayID()
+	id := NewID()
 	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
 		t.Fatalf("replay id %q is not a version 4 UUID", id)
 	}
-	if id == newReplayID() {
+	if id == NewID() {
 		t.Fatal("two replay ids are equal")
 	}
 	live := router.New(router.Config{Topic: "im.{event_type}"})
 	want, _ := live.Route(e, end)
 	for _, override := range []string{"", "im.replay"} {
-		rt := replayRouter{inner: live, topic: override, id: id}
+		rt := Router{inner: live, topic: override, id: id}
 		m, err := rt.Route(e, end)
 		if err != nil {
 			t.Fatal(err)
@@ -121,10 +99,10 @@ func TestReplayRouter(t *testing.T) {
 	// An event type giving an invalid topic is no problem with --topic.
 	bad := *e
 	bad.EventType = "bad type"
-	if _, err := (replayRouter{inner: live, id: id}).Route(&bad, end); !errors.Is(err, router.ErrTopic) {
+	if _, err := (Router{inner: live, id: id}).Route(&bad, end); !errors.Is(err, router.ErrTopic) {
 		t.Errorf("routed invalid topic: %v, want ErrTopic", err)
 	}
-	if m, err := (replayRouter{inner: live, topic: "im.replay", id: id}).Route(&bad, end); err != nil || m.Topic != "im.replay" {
+	if m, err := (Router{inner: live, topic: "im.replay", id: id}).Route(&bad, end); err != nil || m.Topic != "im.replay" {
 		t.Errorf("--topic with an invalid event type: %s, %v", m.Topic, err)
 	}
 }

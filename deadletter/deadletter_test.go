@@ -1,4 +1,4 @@
-package main
+package deadletter
 
 import (
 	"reflect"
@@ -8,13 +8,13 @@ import (
 )
 
 func TestParseEventIDs(t *testing.T) {
-	got, err := parseEventIDs([]string{"42", " 7", "18446744073709551615"})
+	got, err := ParseEventIDs([]string{"42", " 7", "18446744073709551615"})
 	if err != nil || !reflect.DeepEqual(got, []uint64{42, 7, 18446744073709551615}) {
-		t.Fatalf("parseEventIDs = %v, %v", got, err)
+		t.Fatalf("ParseEventIDs = %v, %v", got, err)
 	}
 	for _, bad := range []string{"", "0", "-1", "x", "1.5"} {
-		if _, err := parseEventIDs([]string{bad}); err == nil {
-			t.Errorf("parseEventIDs(%q) accepted", bad)
+		if _, err := ParseEventIDs([]string{bad}); err == nil {
+			t.Errorf("ParseEventIDs(%q) accepted", bad)
 		}
 	}
 }
@@ -34,11 +34,11 @@ func TestPositionHeader(t *testing.T) {
 }
 
 func TestRepublishSummary(t *testing.T) {
-	s := republishSummary{Selected: 3, Published: 2, Missing: 1}
+	s := Summary{Selected: 3, Published: 2, Missing: 1}
 	if s.OK() || s.String() != "summary: 3 selected, 2 republished, 0 still poison, 1 missing, 0 failed" {
 		t.Errorf("%v %q", s.OK(), s.String())
 	}
-	s = republishSummary{Selected: 1, Published: 1, DryRun: true}
+	s = Summary{Selected: 1, Published: 1, DryRun: true}
 	if !s.OK() || s.String() != "summary: 1 selected, 1 would republish (dry run), 0 still poison, 0 missing, 0 failed" {
 		t.Errorf("%v %q", s.OK(), s.String())
 	}

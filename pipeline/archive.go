@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
-	"github.com/cdc-outbox/cdc-outbox/router"
-	"github.com/cdc-outbox/cdc-outbox/sink"
 	"go.uber.org/zap"
 )
 
@@ -28,7 +26,7 @@ import (
 // before it is stored as the first checkpoint; except that a <file>:<pos>
 // start the server no longer has but source.archive holds is accepted as
 // is; catchUp then reads it from the archive.
-func (p *pipeline) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Position, error) {
+func (p *Publisher) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Position, error) {
 	pos, err := srv.Resolve(st)
 	if err == nil {
 		if err := srv.CheckPosition(pos); err != nil {
@@ -40,7 +38,7 @@ func (p *pipeline) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Pos
 		return pos, err
 	}
 	pos = binlog.Position{File: st.File, Pos: st.Pos}
-	infos, aerr := archiveInfos(p.cfg.Source.Archive)
+	infos, aerr := binlog.InspectFiles(p.cfg.Source.Archive)
 	if aerr != nil {
 		return pos, fmt.Errorf("%w; source.archive: %w", err, aerr)
 	}
@@ -62,7 +60,7 @@ func (p *pipeline) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Pos
 // file's start as the checkpoint and returns it as both the position to
 // stream from and the saved one. It repeats while the server purges
 // further during the catch-up.
-func (p *pipeline) catchUp(ctx context.Context, srv *binlog.Server, from, saved binlog.Position) (binlog.Position, binlog.Position, error) {
+func (p *Publisher) catchUp(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, from, saved binlog.Position) (binlog.Position, binlog.Position, error) {
 	src := p.cfg.Source
 	if src.Archive == "" || from.File == "" || (src.PositionMode == binlog.ModeGTID && from.GTIDSet != "") {
 		return from, saved, nil
@@ -86,7 +84,7 @@ func (p *pipeline) catchUp(ctx context.Context, srv *binlog.Server, from, saved 
 				zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()), zap.String("archive", src.Archive), zap.Error(err))
 			return from, saved, nil
 		}
-		infos, err := archiveInfos(src.Archive)
+		infos, err := binlog.InspectFiles(src.Archive)
 		if err != nil {
 			return cannot("cannot read the archive", err)
 		}
@@ -104,20 +102,21 @@ func (p *pipeline) catchUp(ctx context.Context, srv *binlog.Server, from, saved 
 		if j >= 0 {
 			read, chain, end = infos[i:j+1], infos[i:j+1], oldest
 		}
-		if err := checkChain(chain); err != nil {
+		if err := binlog.CheckChain(chain); err != nil {
 			return cannot("the archived files do not reach the server's oldest binlog without a gap", err)
 		}
 		p.log.Warn("the resume position's binlog was purged from the server: catching up from the archive (source.archive)",
 			zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()),
 			zap.String("archive", src.Archive), zap.String("archive_files", archiveRange(read)))
-		last, err := p.publishArchive(ctx, srv, read, from, end, saved)
+		last, err := p.publishArchive(ctx, srv, cpw, read, from, end, saved)
 		if err != nil || ctx.Err() != nil {
 			return from, saved, cmpErr(err, ctx.Err())
 		}
 		// Every transaction before oldest:4 is acknowledged: hand over there.
 		oldest.GTIDSet = last.GTIDSet
-		if err := p.store.Save(ctx, checkpoint.Checkpoint{File: oldest.File, Pos: oldest.Pos, GTIDSet: oldest.GTIDSet, GTID: last.GTID,
-			ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), EventTime: last.Time, Partitions: p.parts}); err != nil {
+		hand := oldest
+		hand.GTID, hand.Time = last.GTID, last.Time
+		if err := cpw.Write(ctx, hand); err != nil {
 			return from, saved, err
 		}
 		p.resume = oldest
@@ -139,9 +138,9 @@ func cmpErr(a, b error) error {
 // run's router, sink and checkpoint committer, and returns the end of the
 // last acknowledged transaction (from when there was none). It keeps
 // p.resume at the acknowledged position so that a restart resumes there.
-func (p *pipeline) publishArchive(ctx context.Context, srv *binlog.Server, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
+func (p *Publisher) publishArchive(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
 	cfg := p.cfg
-	cols, err := schemaColumns(cfg.Source.SchemaFile, cfg.Source.Table)
+	cols, err := binlog.SchemaColumns(cfg.Source.SchemaFile, cfg.Source.Table)
 	if err == nil && cols == nil {
 		cols, err = srv.Columns()
 	}
@@ -157,13 +156,7 @@ func (p *pipeline) publishArchive(ctx context.Context, srv *binlog.Server, files
 	if err != nil {
 		return from, err
 	}
-	writer := sink.NewWriter(cfg.Kafka, router.New(cfg.Router), router.Balancer(), p.log)
-	committer := checkpoint.NewCommitter(p.store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Counts: writer.Partitions},
-		cfg.Checkpoint.Interval, saved, p.log)
-
-	err = p.stages(ctx, "archive catch-up", func(ctx context.Context) error { return noColumnsHint(reader.Run(ctx)) },
-		reader.Txns(), writer, committer)
-	if err != nil {
+	if err := p.stream(ctx, "archive catch-up", reader, nil, cpw, saved); err != nil {
 		return p.resume, fmt.Errorf("archive catch-up: %w", err)
 	}
 	res := reader.Result()
@@ -173,23 +166,6 @@ func (p *pipeline) publishArchive(ctx context.Context, srv *binlog.Server, files
 	p.log.Info("archived binlog files published", zap.Int("transactions", res.Txns), zap.Int("events", res.Events),
 		zap.String("end", res.End.FilePos()), zap.String("stopped_at", fmt.Sprintf("%s:%d", res.StopFile, res.StopOffset)))
 	return res.End, nil
-}
-
-// archiveInfos lists and inspects the archived binlog files.
-func archiveInfos(pattern string) ([]binlog.FileInfo, error) {
-	paths, err := binlog.BinlogFiles(pattern)
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]binlog.FileInfo, 0, len(paths))
-	for _, path := range paths {
-		fi, err := binlog.InspectFile(path)
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, fi)
-	}
-	return infos, nil
 }
 
 func archiveIndex(infos []binlog.FileInfo, name string) int {

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // there with a Warn, store the new position as the checkpoint at once and
 // report skipped. A position in the oldest binlog file (the next purge
 // removes it) is logged as a Warn.
-func (p *pipeline) checkResume(ctx context.Context, srv *binlog.Server, from binlog.Position) (binlog.Position, bool, error) {
+func (p *Publisher) checkResume(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, from binlog.Position) (binlog.Position, bool, error) {
 	pg, err := srv.CheckResume(from)
 	if err != nil {
 		return from, false, err
@@ -35,8 +35,8 @@ func (p *pipeline) checkResume(ctx context.Context, srv *binlog.Server, from bin
 	}
 	fields := []zap.Field{
 		zap.String("key", p.store.Key()), zap.String("on_purged", policy),
-		zap.String("stored", posText(from)), zap.String("oldest_available", posText(pg.Oldest)), zap.String("resume", posText(to)),
-		zap.Uint64("purged_skips", p.metrics.purgedSkip()),
+		zap.String("stored", from.Text()), zap.String("oldest_available", pg.Oldest.Text()), zap.String("resume", to.Text()),
+		zap.Uint64("purged_skips", p.obs.PurgedSkip()),
 	}
 	if pg.FilesPurged >= 0 {
 		fields = append(fields, zap.Int("files_purged", pg.FilesPurged))
@@ -57,8 +57,7 @@ func (p *pipeline) checkResume(ctx context.Context, srv *binlog.Server, from bin
 	}
 	p.log.Warn("the checkpoint's binlog was purged from the server: resuming at the "+policy+" position (source.on-purged); "+
 		"the outbox events in between are NOT published (purged bytes unknown; see docs/operations.md, purged binlogs)", fields...)
-	if err := p.store.Save(ctx, checkpoint.Checkpoint{File: to.File, Pos: to.Pos, GTIDSet: to.GTIDSet,
-		ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor(), Partitions: p.parts}); err != nil {
+	if err := cpw.Write(ctx, binlog.Position{File: to.File, Pos: to.Pos, GTIDSet: to.GTIDSet}); err != nil {
 		return from, false, err
 	}
 	p.resume = to
@@ -68,8 +67,8 @@ func (p *pipeline) checkResume(ctx context.Context, srv *binlog.Server, from bin
 // warnHeadroom logs a Warn when from lies in the oldest binlog file the
 // server keeps: the next purge (binlog expiry, PURGE BINARY LOGS) takes it.
 // It is rate-limited to once per 10 minutes across pipeline restarts.
-func (p *pipeline) warnHeadroom(srv *binlog.Server, from binlog.Position) {
-	if from.File == "" || time.Since(p.headroomWarned) < 10*time.Minute {
+func (p *Publisher) warnHeadroom(srv *binlog.Server, from binlog.Position) {
+	if from.File == "" {
 		return
 	}
 	files, err := srv.BinaryLogSizes()
@@ -85,20 +84,9 @@ func (p *pipeline) warnHeadroom(srv *binlog.Server, from binlog.Position) {
 	if ret, err := srv.Retention(); err == nil {
 		fields = append(fields, zap.Int64("binlog_expire_logs_seconds", ret.ExpireSeconds), zap.Float64("expire_logs_days", ret.ExpireDays))
 	}
-	p.headroomWarned = time.Now()
+	if ok, _ := p.headroom.Allow(time.Now()); !ok {
+		return
+	}
 	p.log.Warn("the resume position is in the oldest binlog file the server keeps: the next purge removes it; "+
 		"catch up, or raise binlog_expire_logs_seconds (see cdc-outbox status, retention headroom)", fields...)
-}
-
-// posText formats a position as file:pos and/or gtid:set.
-func posText(p binlog.Position) string {
-	switch {
-	case p.File != "" && p.GTIDSet != "":
-		return p.FilePos() + " gtid:" + p.GTIDSet
-	case p.File != "":
-		return p.FilePos()
-	case p.GTIDSet != "":
-		return "gtid:" + p.GTIDSet
-	}
-	return "(none)"
 }

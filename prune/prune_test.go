@@ -1,4 +1,4 @@
-package main
+package prune
 
 import (
 	"testing"
@@ -9,13 +9,13 @@ func TestParseAge(t *testing.T) {
 	for in, want := range map[string]time.Duration{
 		"7d": 7 * 24 * time.Hour, "36h": 36 * time.Hour, "1d12h": 36 * time.Hour, "90m": 90 * time.Minute,
 	} {
-		if got, err := parseAge(in); err != nil || got != want {
-			t.Errorf("parseAge(%q) = %s, %v; want %s", in, got, err, want)
+		if got, err := ParseAge(in); err != nil || got != want {
+			t.Errorf("ParseAge(%q) = %s, %v; want %s", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "0d", "-1h", "7x", "d", "7dd"} {
-		if got, err := parseAge(in); err == nil {
-			t.Errorf("parseAge(%q) = %s, want an error", in, got)
+		if got, err := ParseAge(in); err == nil {
+			t.Errorf("ParseAge(%q) = %s, want an error", in, got)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"bytes"
@@ -59,39 +59,14 @@ func TestLagSeconds(t *testing.T) {
 	}
 }
 
-func TestPartitionChanges(t *testing.T) {
-	if c := partitionChanges(nil, map[string]int{"a": 3}); len(c) != 0 {
-		t.Errorf("no stored counts (old checkpoint): %v", c)
-	}
-	c := partitionChanges(map[string]int{"a": 3, "b": 6, "gone": 2}, map[string]int{"a": 3, "b": 8, "new": 1})
-	if len(c) != 1 || c[0] != (partitionChange{Topic: "b", Stored: 6, Now: 8}) {
-		t.Fatalf("changes: %v", c)
-	}
-	err := partitionChangeError("k", c)
-	if !errors.Is(err, ErrPartitionsChanged) || !strings.Contains(err.Error(), "b: 6 → 8 partitions") ||
-		!strings.Contains(err.Error(), "--accept-partition-change") || !strings.Contains(err.Error(), "checkpoint set") {
-		t.Errorf("error: %v", err)
-	}
-}
-
-func TestLeastAdvanced(t *testing.T) {
-	pos, part := leastAdvanced(map[int]string{0: "b.000005:900", 1: "b.000004:7000", 2: "garbage", 3: "b.000004:6000"})
-	if pos != "b.000004:6000" || part != 3 {
-		t.Errorf("got %s on %d", pos, part)
-	}
-	if pos, part := leastAdvanced(map[int]string{}); pos != "" || part != -1 {
-		t.Errorf("empty: %s %d", pos, part)
-	}
-}
-
 func TestStatusOutput(t *testing.T) {
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	cp := &checkpoint.Checkpoint{File: "b.000005", Pos: 650, GTIDSet: "0-1-10", GTID: "0-1-10", ServerID: 1, Flavor: "mariadb",
 		EventTime: now.Add(-30 * time.Second), UpdatedAt: now.Add(-2 * time.Second), Partitions: map[string]int{"im.events": 8}}
-	st := status{Key: "k", End: binlog.Position{File: "b.000006", Pos: 120, GTIDSet: "0-1-12"}, now: now}
+	st := Status{Key: "k", End: binlog.Position{File: "b.000006", Pos: 120, GTIDSet: "0-1-12"}, now: now}
 	st.compute(cp, []binlog.LogFile{{Name: "b.000005", Size: 700}, {Name: "b.000006", Size: 120}})
 	var b bytes.Buffer
-	st.write(&b)
+	st.Write(&b)
 	want := `checkpoint   k
   position    b.000005:650
   gtid set    0-1-10
@@ -112,24 +87,39 @@ last event   2025-01-02T03:03:35Z
 	if st.Problem != "" {
 		t.Errorf("problem: %s", st.Problem)
 	}
-	none := status{Key: "k", End: st.End, now: now}
+	none := Status{Key: "k", End: st.End, now: now}
 	none.compute(nil, nil)
 	if none.Problem == "" || none.LagBytes != nil {
 		t.Errorf("no checkpoint: %+v", none)
 	}
 }
 
-func TestCheckReport(t *testing.T) {
-	var b bytes.Buffer
-	r := &checkReport{w: &b}
-	r.ok("redis", "up")
-	r.fail("topic", "t does not exist: create it")
-	r.summary()
-	want := "OK    redis        up\nFAIL  topic        t does not exist: create it\nresult: FAILED (1 of 2 checks failed)\n"
-	if b.String() != want || r.failed != 1 {
-		t.Errorf("got:\n%s", b.String())
+func TestStatusRetention(t *testing.T) {
+	files := []binlog.LogFile{{Name: "mariadb-bin.000004", Size: 1000}, {Name: "mariadb-bin.000005", Size: 2000}}
+	ret := binlog.Retention{ExpireSeconds: 604800, ExpireDays: 7}
+	for _, c := range []struct {
+		cp      *checkpoint.Checkpoint
+		want    string
+		warning bool
+	}{
+		{&checkpoint.Checkpoint{File: "mariadb-bin.000005", Pos: 500}, "1500 bytes, 1 files before", false},
+		{&checkpoint.Checkpoint{File: "mariadb-bin.000004", Pos: 300}, "300 bytes, 0 files before", true},
+		{&checkpoint.Checkpoint{GTIDSet: "0-1-5"}, "headroom   (unknown)", false},
+		{nil, "headroom   (unknown)", false},
+	} {
+		st := Status{Key: "k", Checkpoint: c.cp}
+		st.computeRetention(files, ret)
+		var b bytes.Buffer
+		st.writeRetention(&b)
+		out := b.String()
+		if !strings.Contains(out, c.want) || !strings.Contains(out, "oldest binlog mariadb-bin.000004 (2 files") ||
+			!strings.Contains(out, "binlog_expire_logs_seconds 604800, expire_logs_days 7") || strings.Contains(out, "WARNING") != c.warning {
+			t.Errorf("checkpoint %+v:\n%s", c.cp, out)
+		}
 	}
-	if errs := split(errors.Join(errors.New("a"), errors.New("b"))); len(errs) != 2 {
-		t.Errorf("split: %v", errs)
+	st := Status{}
+	st.computeRetention(files, binlog.Retention{ExpireSeconds: -1, ExpireDays: -1})
+	if st.Retention.ExpireSeconds != nil || st.Retention.ExpireDays != nil {
+		t.Error("missing variables reported")
 	}
 }

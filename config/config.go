@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"gopkg.in/yaml.v3"
@@ -31,7 +32,7 @@ type Config struct {
 	Router     router.Config     `yaml:"router" envPrefix:"ROUTER_"`
 	Kafka      sink.Config       `yaml:"kafka" envPrefix:"KAFKA_"`
 	Checkpoint checkpoint.Config `yaml:"checkpoint" envPrefix:"CHECKPOINT_"`
-	Log        LogConfig         `yaml:"log" envPrefix:"LOG_"`
+	Log        logging.Config    `yaml:"log" envPrefix:"LOG_"`
 	// ShutdownTimeout bounds the flush after SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" env:"SHUTDOWN_TIMEOUT"`
 	// RetryBackoffMax caps the wait between pipeline restarts after a
@@ -42,19 +43,13 @@ type Config struct {
 	MetricsAddr string `yaml:"metrics-addr" env:"METRICS_ADDR"`
 }
 
-// LogConfig configures zap.
-type LogConfig struct {
-	Format string `yaml:"format" env:"FORMAT"` // json or console
-	Level  string `yaml:"level" env:"LEVEL"`   // debug, info, warn, error
-}
-
-func defaultConfig() Config {
+func Default() Config {
 	return Config{
 		Source:          binlog.DefaultConfig(),
 		Router:          router.DefaultConfig(),
 		Kafka:           sink.DefaultConfig(),
 		Checkpoint:      checkpoint.DefaultConfig(),
-		Log:             LogConfig{Format: "json", Level: "info"},
+		Log:             logging.DefaultConfig(),
 		ShutdownTimeout: 30 * time.Second,
 		RetryBackoffMax: 30 * time.Second,
 	}
@@ -62,8 +57,8 @@ func defaultConfig() Config {
 
 // loadConfig applies, in order: defaults, the YAML file (unknown keys are
 // errors), then CDC_OUTBOX_* environment variables.
-func loadConfig(path string) (Config, error) {
-	cfg := defaultConfig()
+func Load(path string) (Config, error) {
+	cfg := Default()
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -118,7 +113,7 @@ func applyEnv(cfg *Config, environ []string) error {
 	// Each variable alone, so that a bad value is reported under its own
 	// name (the library names the Go field, which is ambiguous).
 	for k, v := range set {
-		probe := defaultConfig()
+		probe := Default()
 		if err := env.ParseWithOptions(&probe, env.Options{Prefix: EnvPrefix, Environment: map[string]string{k: v}}); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %v", k, v, envCause(err)))
 		}
@@ -189,28 +184,64 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// opsConfig loads and validates the configuration of a command other than
-// run: source.start is not required nor checked (only run starts from it;
-// check reports on it itself), but is kept in the result.
-func opsConfig(path string) (Config, error) {
-	cfg, err := loadConfig(path)
+// Scope says which sections a command needs valid.
+type Scope int
+
+// Scopes, from the most to the least demanding.
+const (
+	// ScopeRun: every section, source.start included (run).
+	ScopeRun Scope = iota
+	// ScopeOps: every section, but source.start is neither required nor
+	// checked (only run starts from it; check reports on it itself); it is
+	// kept in the configuration.
+	ScopeOps
+	// ScopeFiles: as ScopeOps, without a source connection (replay
+	// --binlog-files): source.user is not required.
+	ScopeFiles
+	// ScopeCheckpoint: only the checkpoint and log sections (checkpoint
+	// show, reset: they only touch Redis), so that an operator can look at
+	// a checkpoint with a config that has just checkpoint.addr and key.
+	ScopeCheckpoint
+)
+
+// Check validates c for scope s and returns every problem at once, each
+// naming the CDC_OUTBOX_* variable that set the value, if one did (Invalid);
+// nil when valid.
+func (c *Config) Check(s Scope) error {
+	var err error
+	switch s {
+	case ScopeCheckpoint:
+		err = errors.Join(c.Checkpoint.Validate(), c.Log.Validate())
+	case ScopeOps, ScopeFiles:
+		v := *c
+		v.Source.Start = ""
+		if s == ScopeFiles && v.Source.User == "" {
+			v.Source.User = "unused" // no connection: the source section only names the table
+		}
+		err = v.Validate()
+	default:
+		err = c.Validate()
+	}
+	if err != nil {
+		return Invalid(err, os.Environ())
+	}
+	return nil
+}
+
+// LoadFor is Load followed by Check(s).
+func LoadFor(path string, s Scope) (Config, error) {
+	cfg, err := Load(path)
 	if err != nil {
 		return cfg, err
 	}
-	start := cfg.Source.Start
-	cfg.Source.Start = ""
-	if err := cfg.Validate(); err != nil {
-		return cfg, invalidConfig(err, os.Environ())
-	}
-	cfg.Source.Start = start
-	return cfg, nil
+	return cfg, cfg.Check(s)
 }
 
 // invalidConfig wraps Validate's joined errors for the user: each error
 // about a key set by a CDC_OUTBOX_* variable of environ also names that
 // variable (kafka.write-timeout → CDC_OUTBOX_KAFKA_WRITE_TIMEOUT), so the
 // fix is looked for where the value came from.
-func invalidConfig(err error, environ []string) error {
+func Invalid(err error, environ []string) error {
 	set := map[string]bool{}
 	for _, kv := range environ {
 		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, EnvPrefix) && v != "" {
@@ -241,21 +272,6 @@ func flatten(err error) []error {
 		}
 	}
 	return out
-}
-
-// checkpointConfig loads the configuration of the commands that only read
-// or delete the stored checkpoint (checkpoint show, reset): only the
-// checkpoint and log sections must be valid, so that an operator can look
-// at a checkpoint with a config that has just checkpoint.addr and key.
-func checkpointConfig(path string) (Config, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return cfg, err
-	}
-	if err := errors.Join(cfg.Checkpoint.Validate(), cfg.Log.validate()); err != nil {
-		return cfg, invalidConfig(err, os.Environ())
-	}
-	return cfg, nil
 }
 
 // explainYAML rewrites yaml.v3's type errors, which name Go types ("field
@@ -325,7 +341,7 @@ func errEOF(err error) error {
 
 // Validate validates every section and joins all errors.
 func (c *Config) Validate() error {
-	errs := []error{c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate(), c.Log.validate()}
+	errs := []error{c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate(), c.Log.Validate()}
 	if c.Kafka.DeadLetterTopic != "" && c.Kafka.DeadLetterTopic == c.Router.Topic {
 		errs = append(errs, fmt.Errorf("kafka.dead-letter-topic: %q: must differ from router.topic", c.Kafka.DeadLetterTopic))
 	}
@@ -339,21 +355,6 @@ func (c *Config) Validate() error {
 		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil || port == "" {
 			errs = append(errs, fmt.Errorf("metrics-addr: %q: want host:port (e.g. 127.0.0.1:9108, or :9108 for every interface)", c.MetricsAddr))
 		}
-	}
-	return errors.Join(errs...)
-}
-
-func (c *LogConfig) validate() error {
-	var errs []error
-	switch c.Format {
-	case "json", "console":
-	default:
-		errs = append(errs, fmt.Errorf("log.format: %q: want json or console", c.Format))
-	}
-	switch c.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Level))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,268 @@
+package check
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/pipeline"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Report prints check lines and counts failures.
+type Report struct {
+	w                      io.Writer
+	passed, failed, warned int
+}
+
+// NewReport returns a Report printing to w.
+func NewReport(w io.Writer) *Report { return &Report{w: w} }
+
+// Failed returns how many checks failed.
+func (r *Report) Failed() int { return r.failed }
+
+// warn prints a WARN line: something the check could not verify, or a
+// setting that works but is not recommended.
+func (r *Report) warn(what, format string, a ...any) {
+	r.warned++
+	fmt.Fprintf(r.w, "WARN  %-12s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+// logger returns a logger whose warnings and errors become WARN lines of
+// the report under what (the stages log what they cannot check, e.g.
+// listing replicas without the privilege); lower levels are dropped.
+func (r *Report) logger(what string) *zap.Logger {
+	return zap.New(reportCore{r: r, what: what})
+}
+
+type reportCore struct {
+	r      *Report
+	what   string
+	fields []zapcore.Field
+}
+
+func (c reportCore) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
+
+func (c reportCore) With(f []zapcore.Field) zapcore.Core {
+	c.fields = append(slices.Clone(c.fields), f...)
+	return c
+}
+
+func (c reportCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c reportCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range append(slices.Clone(c.fields), fields...) {
+		f.AddTo(enc)
+	}
+	msg := e.Message
+	if err, ok := enc.Fields["error"].(string); ok {
+		msg += " (" + err + ")"
+	}
+	c.r.warn(c.what, "%s", msg)
+	return nil
+}
+
+func (reportCore) Sync() error { return nil }
+
+// ok prints an OK line.
+func (r *Report) ok(what, format string, a ...any) {
+	r.passed++
+	fmt.Fprintf(r.w, "OK    %-12s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+// fail prints a FAIL line; the message should name the fix.
+func (r *Report) fail(what, format string, a ...any) {
+	r.failed++
+	fmt.Fprintf(r.w, "FAIL  %-12s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+// Summary prints the result line.
+func (r *Report) Summary() {
+	if r.failed == 0 {
+		if r.warned > 0 {
+			fmt.Fprintf(r.w, "result: OK (%d checks, %d %s)\n", r.passed, r.warned, plural(r.warned, "warning", "warnings"))
+			return
+		}
+		fmt.Fprintf(r.w, "result: OK (%d checks)\n", r.passed)
+		return
+	}
+	fmt.Fprintf(r.w, "result: FAILED (%d of %d checks failed)\n", r.failed, r.passed+r.failed)
+}
+
+// split returns the errors joined in err (errors.Join), or err alone.
+func split(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Run runs every check, printing one line each to r.
+func Run(ctx context.Context, cfg config.Config, r *Report) {
+	src := cfg.Source
+	// A preflight reports a server_id conflict at once instead of waiting
+	// for a killed publisher's registration to go away.
+	src.ServerIDWait = 0
+	srv, err := binlog.Connect(ctx, src, r.logger("source"))
+	if err != nil {
+		r.fail("source", "%v", err) // Connect's error names the address, the user and the fix
+	} else {
+		defer srv.Close()
+		r.ok("source", "connected to %s as %q (%s %s, server_id %d)", src.Addr, src.User, srv.Flavor(), srv.Version(), srv.ServerID())
+		warned := r.warned
+		if err := srv.Check(ctx); err != nil {
+			for _, e := range split(err) {
+				r.fail("source", "%v", e)
+			}
+		} else if r.warned == warned {
+			r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges, server_id %d unused", src.ServerID)
+		} else {
+			r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges; server_id %d not checked (see WARN)", src.ServerID)
+		}
+		if cols, err := srv.Columns(); err != nil {
+			r.fail("outbox", "%v", err)
+		} else {
+			r.ok("outbox", "table %s.%s exists (%d columns)", src.Schema, src.Table, len(cols))
+		}
+	}
+
+	parts := checkTopics(ctx, cfg, r)
+
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+	aof, rdb, err := store.Persistence(ctx)
+	switch {
+	case err != nil:
+		r.fail("redis", "%s: %v: check checkpoint.addr, credentials and that Redis is up", cfg.Checkpoint.Addr, err)
+		return
+	case !aof && !rdb:
+		r.fail("redis", "%s does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; set appendonly yes (CONFIG SET appendonly yes, and in redis.conf)", cfg.Checkpoint.Addr)
+	case !aof:
+		r.warn("redis", "%s reachable, persistent by RDB snapshots only (appendonly no): a Redis crash loses the checkpoint writes since the last snapshot; the publisher then resumes from an older position and publishes more duplicates (nothing is lost); set appendonly yes", cfg.Checkpoint.Addr)
+	default:
+		r.ok("redis", "%s reachable and persistent (appendonly yes)", cfg.Checkpoint.Addr)
+	}
+	checkCheckpoint(ctx, cfg, store, srv, parts, r)
+}
+
+// checkTopics checks the target topics and the dead-letter topic; it
+// returns the partition counts of the target topics found (nil when they
+// could not be read).
+func checkTopics(ctx context.Context, cfg config.Config, r *Report) map[string]int {
+	topics, err := pipeline.RoutedTopics(ctx, cfg)
+	if err != nil {
+		r.fail("topic", "cannot list the topics of template %s: %v", cfg.Router.Topic, err)
+		return nil
+	}
+	if len(topics) == 0 {
+		r.ok("topic", "template %s: no event types in the outbox table yet, no topic to check", cfg.Router.Topic)
+	}
+	parts := make(map[string]int, len(topics))
+	for _, t := range topics {
+		n, ok := checkTopic(ctx, cfg, "topic", t, r)
+		if ok {
+			parts[t] = n
+		}
+	}
+	if cfg.Kafka.OnPoison == sink.PolicyDeadLetter {
+		checkTopic(ctx, cfg, "dead-letter", cfg.Kafka.DeadLetterTopic, r)
+	}
+	return parts
+}
+
+// checkTopic checks that topic exists and returns its partition count.
+func checkTopic(ctx context.Context, cfg config.Config, what, topic string, r *Report) (int, bool) {
+	ids, err := sink.Partitions(ctx, cfg.Kafka.Brokers, topic)
+	switch {
+	case errors.Is(err, kafka.UnknownTopicOrPartition) && cfg.Kafka.AllowAutoTopicCreation:
+		r.ok(what, "%s does not exist yet; kafka.allow-auto-topic-creation is on, so the broker creates it with its default partition count at the first record", topic)
+	case errors.Is(err, kafka.UnknownTopicOrPartition):
+		r.fail(what, "%s does not exist: create it with the partition count you want, e.g. kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 8 "+
+			"(the publisher does not create topics; the count must stay fixed)", topic, cfg.Kafka.Brokers[0], topic)
+	case err != nil:
+		r.fail(what, "%s: %v: check kafka.brokers and that the brokers are up", topic, err)
+	default:
+		r.ok(what, "%s exists, %d partitions", topic, len(ids))
+		return len(ids), true
+	}
+	return 0, false
+}
+
+// checkCheckpoint checks the stored checkpoint against the server (srv may
+// be nil when unreachable) and the topics' partition counts (parts).
+func checkCheckpoint(ctx context.Context, cfg config.Config, store *checkpoint.Store, srv *binlog.Server, parts map[string]int, r *Report) {
+	st, startErr := binlog.ParseStart(cfg.Source.Start)
+	if startErr != nil {
+		// run refuses it as a configuration error, checkpoint or not.
+		r.fail("config", "source.start: %v", startErr)
+	}
+	cp, err := store.Load(ctx)
+	if err != nil {
+		r.fail("checkpoint", "%v", err)
+		return
+	}
+	if cp == nil {
+		if startErr != nil {
+			return
+		}
+		if st.Kind == binlog.StartUnset {
+			r.fail("checkpoint", "none under %s, and no source.start: set source.start (latest, earliest, <file>:<pos>, gtid:<set>) or give run --start for the first run", store.Key())
+			return
+		}
+		r.ok("checkpoint", "none under %s: the first run starts from source.start %s", store.Key(), cfg.Source.Start)
+		return
+	}
+	problems := 0
+	if srv != nil && cp.File != "" && (cfg.Source.PositionMode == binlog.ModeFile || cp.GTIDSet == "") {
+		if err := srv.Available(cp.Position()); err != nil {
+			problems++
+			purged := errors.Is(err, binlog.ErrPositionUnavailable)
+			switch policy := cfg.Source.OnPurged; {
+			case purged && cfg.Source.Archive != "":
+				r.warn("checkpoint", "%v: run catches up from source.archive (%s) if it holds that binlog; otherwise source.on-purged (%s) decides", err, cfg.Source.Archive, cmp.Or(policy, binlog.OnPurgedFail))
+			case purged && (policy == binlog.OnPurgedEarliest || policy == binlog.OnPurgedLatest):
+				r.warn("checkpoint", "%v: run will resume at the %s position (source.on-purged: %s), so the events of the purged binlog are NOT published; to keep them, restore the binlog files and set source.archive", err, policy, policy)
+			default:
+				r.fail("checkpoint", "%v: the publisher cannot resume; see docs/operations.md (checkpoint set, source.archive, source.on-purged)", err)
+			}
+		}
+	}
+	if changes := pipeline.PartitionChanges(cp.Partitions, parts); len(changes) > 0 {
+		problems++
+		r.fail("checkpoint", "%v", pipeline.PartitionChangeError(store.Key(), changes))
+	}
+	if problems == 0 {
+		pos := cp.GTIDSet
+		if cp.File != "" {
+			pos = fmt.Sprintf("%s:%d", cp.File, cp.Pos)
+		}
+		extra := "partition counts stored with it match"
+		if len(cp.Partitions) == 0 {
+			extra = "no partition counts stored yet"
+		}
+		r.ok("checkpoint", "%s at %s, on the server; %s", store.Key(), strings.TrimSpace(pos), extra)
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

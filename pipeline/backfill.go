@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/snapshot"
+	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+)
+
+// HeaderBackfill marks records published by the backfill ("true").
+const HeaderBackfill = "backfill"
+
+// backfillProgress is how often the backfill's progress is logged.
+const backfillProgress = 5 * time.Second
+
+// backfill publishes the outbox rows matching source.backfill-where from a
+// consistent snapshot through Run (a signal drains what was read, like
+// run), and once Kafka acknowledged them all stores the snapshot's binlog
+// position as the checkpoint and returns it: the binlog stream starts
+// there. Interrupted, it stores nothing: the next start backfills again
+// (the rows are published again with the same event_id).
+func (p *Publisher) backfill(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer) (binlog.Position, error) {
+	cfg := p.cfg
+	where := strings.TrimSpace(cfg.Source.BackfillWhere)
+	if where == "" {
+		return binlog.Position{}, backfillError("source.backfill-where is empty: give the condition of the rows to publish, e.g. %s", binlog.DefaultBackfillWhere)
+	}
+	if srv.Flavor() != binlog.FlavorMariaDB {
+		return binlog.Position{}, backfillError("the backfill is implemented for MariaDB (binlog_snapshot_file/position); on MySQL see docs/operations.md (backfill on MySQL 8)")
+	}
+	snap, err := snapshot.Open(ctx, cfg.Source, where)
+	if err != nil {
+		return binlog.Position{}, err
+	}
+	defer snap.Close()
+	at := snap.Pos()
+	if at.GTIDSet, err = srv.GTIDSetAt(at); err != nil {
+		return binlog.Position{}, err
+	}
+	snap.SetPosition(at)
+	total, err := snap.Count()
+	if err != nil {
+		return binlog.Position{}, err
+	}
+	p.log.Info("backfill: consistent snapshot taken; publishing the rows the polling dispatcher had not sent, then streaming the binlog from the snapshot's position",
+		zap.String("file", at.File), zap.Uint32("pos", at.Pos), zap.String("gtid_set", at.GTIDSet),
+		zap.String("where", where), zap.Int64("rows", total))
+
+	budget := binlog.NewBudget(cfg.Source.BufferBytes)
+	snap.SetBudget(budget)
+	writer := sink.NewWriter(cfg.Kafka, backfillRouter{router.New(cfg.Router)}, router.Balancer(), p.log)
+	writer.SetObserver(p.obs)
+	prog := &backfillState{began: time.Now(), total: total, last: time.Now(), log: p.log}
+	err = Run(ctx, Stages{Name: "backfill", Source: snap, Writer: writer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
+	p.deadLettered += writer.DeadLettered()
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return binlog.Position{}, fmt.Errorf("backfill (nothing stored; the next start backfills again, publishing its rows again with the same event_id; %d of %d rows acknowledged): %w",
+			prog.acked, total, err)
+	}
+	snap.Close()
+	if err := cpw.Write(ctx, at); err != nil {
+		return binlog.Position{}, err
+	}
+	p.log.Info("backfill done: every row of the snapshot was acknowledged; the snapshot's position is stored as the first checkpoint",
+		zap.Int64("rows", prog.acked), zap.Duration("took", time.Since(prog.began).Round(time.Millisecond)),
+		zap.String("key", p.store.Key()), zap.String("file", at.File), zap.Uint32("pos", at.Pos), zap.String("gtid_set", at.GTIDSet))
+	return at, nil
+}
+
+// backfillState counts a backfill's progress from the acknowledgements
+// and logs it every backfillProgress.
+type backfillState struct {
+	began, last time.Time
+	total       int64
+	acked       int64 // rows acknowledged by Kafka
+	lastAcked   int64 // at the last progress line
+	log         *zap.Logger
+}
+
+func (st *backfillState) ack(a sink.Ack) {
+	st.acked += int64(a.Events)
+	now := time.Now()
+	if now.Sub(st.last) < backfillProgress {
+		return
+	}
+	rate := float64(st.acked-st.lastAcked) / now.Sub(st.last).Seconds()
+	st.last, st.lastAcked = now, st.acked
+	fields := []zap.Field{zap.Int64("acknowledged", st.acked), zap.Int64("total", st.total), zap.Float64("rows_per_s", float64(int64(rate)))}
+	if st.total > 0 && st.acked > 0 {
+		eta := time.Duration(float64(now.Sub(st.began)) * float64(st.total-st.acked) / float64(st.acked))
+		fields = append(fields, zap.Float64("percent", float64(int(1000*float64(st.acked)/float64(st.total)))/10), zap.Duration("eta", eta.Round(time.Second)))
+	}
+	st.log.Info("backfill progress", fields...)
+}
+
+// backfillRouter routes like the configured router and adds backfill=true.
+type backfillRouter struct{ inner *router.Router }
+
+func (r backfillRouter) Route(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
+	m, err := r.inner.Route(e, end)
+	m.Headers = append(m.Headers, kafka.Header{Key: HeaderBackfill, Value: []byte("true")})
+	return m, err
+}

@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/config"
+	"go.uber.org/zap"
+)
+
+// ErrPublisherRunning reports a publisher that seems to be running (its
+// server_id is registered as a replica) while "checkpoint set" would
+// overwrite its checkpoint.
+var ErrPublisherRunning = errors.New("a publisher seems to be running")
+
+// SetResult is what SetCheckpoint did.
+type SetResult struct {
+	Key      string
+	Old      *checkpoint.Checkpoint // nil: none, or Corrupt
+	Corrupt  bool                   // the old value was corrupt (overwritten)
+	New      *checkpoint.Checkpoint // as read back
+	Warnings []string
+}
+
+// RefusedError is a SetCheckpoint refusal (the position, or a running
+// publisher), as opposed to a connection failure: the operator's to fix.
+type RefusedError struct{ Err error }
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// SetCheckpoint stores st, checked against the server like a start
+// (the file on the server, the offset within it, at a transaction
+// boundary; the GTID set filled in), with the current partition counts of
+// the target topics, as the checkpoint: the next run resumes there.
+// It refuses (a *RefusedError wrapping ErrPublisherRunning) while a
+// replica with source.server-id is registered, unless force; and a
+// position the server does not have (a *RefusedError). Other errors are
+// connection errors.
+func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, force bool, log *zap.Logger) (SetResult, error) {
+	res := SetResult{Key: cfg.Checkpoint.Key}
+	srv, err := binlog.Connect(ctx, cfg.Source, log.Named("source"))
+	if err != nil {
+		return res, err
+	}
+	defer srv.Close()
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+
+	host, err := srv.ReplicaUsing(cfg.Source.ServerID)
+	switch {
+	case err != nil:
+		res.Warnings = append(res.Warnings, fmt.Sprintf("cannot tell whether the publisher is running (%v); if it is, it overwrites this checkpoint at its next write", err))
+	case host != "" && !force:
+		return res, &RefusedError{fmt.Errorf("%w: a replica with source.server-id %d is registered on the server (host %s): the publisher would overwrite the checkpoint at its next write. "+
+			"Stop it first (if it was killed, its registration goes away within seconds), or give --force", ErrPublisherRunning, cfg.Source.ServerID, host)}
+	case host != "":
+		res.Warnings = append(res.Warnings, fmt.Sprintf("--force: a replica with source.server-id %d is registered (host %s); a running publisher overwrites this checkpoint at its next write", cfg.Source.ServerID, host))
+	}
+	pos, err := srv.Resolve(st)
+	if err == nil {
+		err = srv.CheckPosition(pos)
+	}
+	if errors.Is(err, binlog.ErrPositionUnavailable) || errors.Is(err, binlog.ErrStart) {
+		return res, &RefusedError{err}
+	}
+	if err != nil {
+		return res, err
+	}
+	if pos.GTIDSet == "" {
+		// MariaDB tells the GTID set at a file:pos; a GTID-mode resume and
+		// the tracked set then start right.
+		if pos.GTIDSet, err = srv.GTIDSetAt(pos); err != nil {
+			return res, err
+		}
+	}
+	topics, err := RoutedTopics(ctx, cfg)
+	if err != nil {
+		return res, err
+	}
+	parts, err := PartitionCounts(ctx, cfg.Kafka.Brokers, topics)
+	if err != nil {
+		return res, err
+	}
+	res.Old, err = store.Load(ctx)
+	res.Corrupt = errors.Is(err, checkpoint.ErrCorrupt)
+	if err != nil && !res.Corrupt {
+		return res, err
+	}
+	w := checkpoint.NewWriter(store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}, parts)
+	if err := w.Write(ctx, binlog.Position{File: pos.File, Pos: pos.Pos, GTIDSet: pos.GTIDSet}); err != nil {
+		return res, err
+	}
+	res.New, err = store.Load(ctx)
+	return res, err
+}

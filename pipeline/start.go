@@ -1,0 +1,226 @@
+package pipeline
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"go.uber.org/zap"
+)
+
+// Facts are what the start decision looks at, gathered by the Publisher
+// at its first pipeline start (see docs/operations.md, "Where a run
+// starts", for the table of cases).
+type Facts struct {
+	// Checkpoint: the stored checkpoint, nil when there is none.
+	Checkpoint *checkpoint.Checkpoint
+	// Key: the checkpoint's key, for messages.
+	Key string
+	// Server: the source server now.
+	Server checkpoint.Source
+	// PositionMode: source.position-mode (binlog.ModeFile or ModeGTID).
+	PositionMode string
+	// Start: the start option (source.start, or --start).
+	Start string
+	// ExplicitStart: Start came from --start, the operator's choice for
+	// this run, rather than from the configuration file.
+	ExplicitStart bool
+	// Backfill: source.backfill or --backfill; BackfillFlag: --backfill.
+	Backfill, BackfillFlag bool
+	// Recover: checkpoint.recover or --recover-checkpoint.
+	Recover bool
+	// Topic: router.topic; Template: it has {placeholders}.
+	Topic    string
+	Template bool
+	// Heads: for each partition of the fixed topic holding records, the
+	// headers of its newest record; nil when not read (NeedsHeads false).
+	Heads map[int]map[string]string
+}
+
+// Action is what the first pipeline start does.
+type Action int
+
+// Actions.
+const (
+	// Resume at Decision.At: the stored checkpoint.
+	Resume Action = iota
+	// StartAt resolves Decision.Start (a start option: the configured
+	// one, or one recovered from the topic's headers), checks it against
+	// the server and stores it as the first checkpoint.
+	StartAt
+	// Backfill publishes a consistent snapshot's rows first, then streams
+	// from the snapshot's position.
+	Backfill
+)
+
+// Note is a message the decision asks to log (a Warn or an Info).
+type Note struct {
+	Warn   bool
+	Msg    string
+	Fields []zap.Field
+}
+
+// Decision is where the first pipeline start begins.
+type Decision struct {
+	Action Action
+	At     binlog.Position // Resume
+	Start  string          // StartAt
+	Notes  []Note
+}
+
+// NeedsHeads reports whether Decide needs Facts.Heads: no checkpoint, a
+// fixed topic, and no --start (with --start the operator decided).
+func NeedsHeads(f Facts) bool {
+	return f.Checkpoint == nil && !f.Template && !f.ExplicitStart
+}
+
+// Decide returns where the first pipeline start begins, or the error that
+// refuses to start (wrapping binlog.ErrStart, ErrRecover or ErrBackfill:
+// all fatal), naming the position to pass where one is known. It is a
+// pure function of f.
+func Decide(f Facts) (Decision, error) {
+	if cp := f.Checkpoint; cp != nil {
+		return decideResume(f, cp)
+	}
+	if f.Backfill && !f.ExplicitStart {
+		return decideBackfill(f)
+	}
+	d := Decision{Action: StartAt, Start: f.Start}
+	if f.ExplicitStart {
+		return d, nil
+	}
+	if f.Template {
+		if f.Recover {
+			return d, fmt.Errorf("%w: router.topic %s is a template: the position to resume from is only computed for a fixed topic; "+
+				"give --start <file>:<pos> (the smallest binlog_txn_end among the newest records of every partition of every topic)", ErrRecover, f.Topic)
+		}
+		d.Notes = append(d.Notes, Note{Warn: true, Msg: "no checkpoint, and the topic is a template: cannot tell whether cdc-outbox ran before; starting from the configured start",
+			Fields: []zap.Field{zap.String("start", f.Start)}})
+		return d, nil
+	}
+	resume, part := LeastAdvanced(txnEnds(f.Heads))
+	if resume == "" {
+		if f.Recover {
+			d.Notes = append(d.Notes, Note{Msg: "no checkpoint and nothing to recover: the topic holds no records of cdc-outbox; starting from the configured start",
+				Fields: []zap.Field{zap.String("topic", f.Topic), zap.String("start", f.Start)}})
+		}
+		return d, nil
+	}
+	if f.Recover {
+		d.Start = resume
+		d.Notes = append(d.Notes, Note{Warn: true, Msg: "no checkpoint: recovering it from the topic (checkpoint.recover / --recover-checkpoint): resuming from the least advanced partition's newest binlog_txn_end; records after it are published again",
+			Fields: []zap.Field{zap.String("key", f.Key), zap.String("topic", f.Topic), zap.String("resume", resume), zap.Int("from_partition", part),
+				zap.Any("partitions", txnEnds(f.Heads))}})
+		return d, nil
+	}
+	return d, fmt.Errorf("%w: no checkpoint under Redis key %s, but topic %s already holds records published by cdc-outbox "+
+		"(the least advanced partition ends at %s): the checkpoint was lost (Redis flushed, or no persistence) or the key changed. "+
+		"Restart once with --start %s to resume without loss (some records may be published twice), or with --recover-checkpoint to do so automatically, "+
+		"or with --start latest to skip to now, losing what was committed since",
+		binlog.ErrStart, f.Key, f.Topic, resume, resume)
+}
+
+func decideResume(f Facts, cp *checkpoint.Checkpoint) (Decision, error) {
+	d := Decision{Action: Resume, At: cp.Position()}
+	if f.BackfillFlag {
+		return d, backfillError("--backfill is for the first start, but a checkpoint exists under Redis key %s (%s:%d): "+
+			"the rows of the snapshot were published then; run without --backfill to resume from the checkpoint", f.Key, cp.File, cp.Pos)
+	}
+	if f.Backfill {
+		d.Notes = append(d.Notes, Note{Msg: "source.backfill is ignored: a checkpoint exists (the backfill ran at the first start)", Fields: []zap.Field{zap.String("key", f.Key)}})
+	}
+	srv := f.Server
+	if cp.Flavor != "" && cp.Flavor != srv.Flavor {
+		return d, fmt.Errorf("%w: checkpoint %s was written for a %s server but the source is %s", binlog.ErrStart, f.Key, cp.Flavor, srv.Flavor)
+	}
+	otherServer := (cp.ServerID != 0 && cp.ServerID != srv.ServerID) ||
+		(cp.ServerUUID != "" && srv.ServerUUID != "" && cp.ServerUUID != srv.ServerUUID)
+	if otherServer && f.PositionMode == binlog.ModeFile {
+		return d, fmt.Errorf("%w: checkpoint %s (%s:%d) was written for the server with server_id %d uuid %q, but the source has server_id %d uuid %q: "+
+			"a binlog file:pos of another server is meaningless. After a failover, resume with position-mode: gtid; "+
+			"if source.addr is wrong, fix it; to start anew, cdc-outbox checkpoint set <position> (or checkpoint reset --yes for key %s, then --start)",
+			binlog.ErrStart, f.Key, cp.File, cp.Pos, cp.ServerID, cp.ServerUUID, srv.ServerID, srv.ServerUUID, f.Key)
+	}
+	if otherServer {
+		d.Notes = append(d.Notes, Note{Warn: true, Msg: "checkpoint was written for another server; resuming by GTID set (failover)",
+			Fields: []zap.Field{zap.Uint32("checkpoint_server_id", cp.ServerID), zap.Uint32("source_server_id", srv.ServerID), zap.String("gtid_set", cp.GTIDSet)}})
+	}
+	if f.ExplicitStart {
+		d.Notes = append(d.Notes, Note{Warn: true, Msg: "--start is ignored: a checkpoint exists; to start elsewhere, use cdc-outbox checkpoint set <position> (or checkpoint reset --yes, then --start)",
+			Fields: []zap.Field{zap.String("key", f.Key), zap.String("start", f.Start)}})
+	}
+	d.Notes = append(d.Notes, Note{Msg: "resuming from checkpoint", Fields: []zap.Field{zap.String("key", f.Key), zap.String("file", cp.File),
+		zap.Uint32("pos", cp.Pos), zap.String("gtid_set", cp.GTIDSet), zap.Time("updated_at", cp.UpdatedAt)}})
+	return d, nil
+}
+
+// decideBackfill refuses a backfill when the (fixed) topic shows that a
+// publisher already streamed the binlog (the checkpoint was lost, not a
+// first start): the backfill would skip what was committed since the last
+// checkpoint. A topic whose newest records are all backfill records is an
+// interrupted backfill: it runs again (its records are published again,
+// with the same event_id).
+func decideBackfill(f Facts) (Decision, error) {
+	d := Decision{Action: Backfill}
+	if f.Template {
+		d.Notes = append(d.Notes, Note{Warn: true, Msg: "backfill: the topic is a template: cannot tell whether cdc-outbox ran before; backfilling"})
+		return d, nil
+	}
+	streamed := 0
+	for _, part := range slices.Sorted(maps.Keys(f.Heads)) {
+		h := f.Heads[part]
+		if h[router.HeaderTxnEnd] != "" && h[HeaderBackfill] != "true" {
+			streamed++
+			d.Notes = append(d.Notes, Note{Warn: true, Msg: "backfill: newest record of a partition was streamed from the binlog",
+				Fields: []zap.Field{zap.Int("partition", part), zap.String("binlog_txn_end", h[router.HeaderTxnEnd])}})
+		}
+	}
+	if streamed > 0 {
+		return d, backfillError("no checkpoint under Redis key %s, but topic %s holds records streamed by cdc-outbox from the binlog: "+
+			"this is not a first start (the checkpoint was lost?), and a backfill would skip what was committed since the last checkpoint. "+
+			"Run without --backfill (and source.backfill: false), with --recover-checkpoint", f.Key, f.Topic)
+	}
+	if len(f.Heads) > 0 {
+		d.Notes = append(d.Notes, Note{Warn: true, Msg: "backfill: the topic holds backfill records of an interrupted backfill; backfilling again (its rows are published again, with the same event_id)",
+			Fields: []zap.Field{zap.String("topic", f.Topic), zap.Int("partitions_with_records", len(f.Heads))}})
+	}
+	return d, nil
+}
+
+// txnEnds picks each partition's binlog_txn_end header.
+func txnEnds(heads map[int]map[string]string) map[int]string {
+	out := make(map[int]string, len(heads))
+	for p, h := range heads {
+		if v := h[router.HeaderTxnEnd]; v != "" {
+			out[p] = v
+		}
+	}
+	return out
+}
+
+// LeastAdvanced returns the smallest file:pos among the partitions' newest
+// binlog_txn_end headers (compared as binlog positions: file sequence
+// numbers as numbers, so .1000000 follows .999999), and its partition:
+// every transaction before it was acknowledged. Unparsable headers are
+// ignored; "" and -1 when none.
+func LeastAdvanced(heads map[int]string) (string, int) {
+	var oldest binlog.Position
+	part := -1
+	for _, id := range slices.Sorted(maps.Keys(heads)) {
+		st, err := binlog.ParseStart(heads[id])
+		if err != nil || st.Kind != binlog.StartFilePos {
+			continue
+		}
+		p := binlog.Position{File: st.File, Pos: st.Pos}
+		if part < 0 || binlog.ComparePos(p, oldest) < 0 {
+			oldest, part = p, id
+		}
+	}
+	if part < 0 {
+		return "", -1
+	}
+	return oldest.FilePos(), part
+}

@@ -1,0 +1,96 @@
+package pipeline
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+)
+
+// The start decision, case by case (docs/operations.md, "Where a run
+// starts", is this table in prose).
+func TestDecide(t *testing.T) {
+	srv := checkpoint.Source{ServerID: 1, ServerUUID: "", Flavor: "mariadb"}
+	cp := &checkpoint.Checkpoint{File: "b.000003", Pos: 900, GTIDSet: "0-1-9", ServerID: 1, Flavor: "mariadb"}
+	streamed := map[int]map[string]string{0: {"binlog_txn_end": "b.000002:500"}, 1: {"binlog_txn_end": "b.000002:300"}}
+	backfilled := map[int]map[string]string{0: {"binlog_txn_end": "b.000002:500", HeaderBackfill: "true"}}
+	base := Facts{Key: "k", Server: srv, PositionMode: binlog.ModeFile, Start: "latest", Topic: "im.events"}
+	with := func(mod func(*Facts)) Facts { f := base; mod(&f); return f }
+	cases := []struct {
+		name    string
+		f       Facts
+		action  Action
+		start   string
+		wantErr error
+		errHas  string
+		noteHas string
+	}{
+		{name: "checkpoint: resume", f: with(func(f *Facts) { f.Checkpoint = cp }), action: Resume, noteHas: "resuming from checkpoint"},
+		{name: "checkpoint and --start: start ignored", f: with(func(f *Facts) { f.Checkpoint, f.ExplicitStart = cp, true }), action: Resume, noteHas: "--start is ignored"},
+		{name: "checkpoint and --backfill: refused", f: with(func(f *Facts) { f.Checkpoint, f.Backfill, f.BackfillFlag = cp, true, true }), wantErr: ErrBackfill, errHas: "first start"},
+		{name: "checkpoint and source.backfill: ignored", f: with(func(f *Facts) { f.Checkpoint, f.Backfill = cp, true }), action: Resume, noteHas: "source.backfill is ignored"},
+		{name: "checkpoint of another flavor", f: with(func(f *Facts) { f.Checkpoint, f.Server.Flavor = cp, "mysql" }), wantErr: binlog.ErrStart, errHas: "written for a mariadb server"},
+		{name: "checkpoint of another server, file mode", f: with(func(f *Facts) { f.Checkpoint, f.Server.ServerID = cp, 2 }), wantErr: binlog.ErrStart, errHas: "position-mode: gtid"},
+		{name: "checkpoint of another server, gtid mode: failover", f: with(func(f *Facts) { f.Checkpoint, f.Server.ServerID, f.PositionMode = cp, 2, binlog.ModeGTID }), action: Resume, noteHas: "failover"},
+		{name: "no checkpoint, --start", f: with(func(f *Facts) { f.ExplicitStart, f.Start = true, "earliest" }), action: StartAt, start: "earliest"},
+		{name: "no checkpoint, empty topic", f: base, action: StartAt, start: "latest"},
+		{name: "no checkpoint, empty topic, recover", f: with(func(f *Facts) { f.Recover = true }), action: StartAt, start: "latest", noteHas: "nothing to recover"},
+		{name: "no checkpoint, records in the topic: refused with the position", f: with(func(f *Facts) { f.Heads = streamed }), wantErr: binlog.ErrStart, errHas: "--start b.000002:300"},
+		{name: "no checkpoint, records, recover", f: with(func(f *Facts) { f.Heads, f.Recover = streamed, true }), action: StartAt, start: "b.000002:300", noteHas: "recovering"},
+		{name: "no checkpoint, template topic", f: with(func(f *Facts) { f.Template = true }), action: StartAt, start: "latest", noteHas: "template"},
+		{name: "no checkpoint, template topic, recover: refused", f: with(func(f *Facts) { f.Template, f.Recover = true, true }), wantErr: ErrRecover, errHas: "template"},
+		{name: "backfill on a first start", f: with(func(f *Facts) { f.Backfill = true }), action: Backfill},
+		{name: "backfill, template topic", f: with(func(f *Facts) { f.Backfill, f.Template = true, true }), action: Backfill, noteHas: "template"},
+		{name: "backfill, interrupted backfill in the topic", f: with(func(f *Facts) { f.Backfill, f.Heads = true, backfilled }), action: Backfill, noteHas: "interrupted backfill"},
+		{name: "backfill, streamed records in the topic: refused", f: with(func(f *Facts) { f.Backfill, f.Heads = true, streamed }), wantErr: ErrBackfill, errHas: "not a first start"},
+		{name: "backfill and --start: the start wins", f: with(func(f *Facts) { f.Backfill, f.ExplicitStart, f.Start = true, true, "b.000001:4" }), action: StartAt, start: "b.000001:4"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := Decide(c.f)
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) || !strings.Contains(err.Error(), c.errHas) || !IsFatal(err) {
+					t.Fatalf("Decide = %v, want fatal %v containing %q", err, c.wantErr, c.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Action != c.action || (c.action == StartAt && d.Start != c.start) {
+				t.Fatalf("Decide = %+v, want action %d start %q", d, c.action, c.start)
+			}
+			if c.action == Resume && d.At != cp.Position() {
+				t.Fatalf("resume at %v, want %v", d.At, cp.Position())
+			}
+			if c.noteHas != "" {
+				found := false
+				for _, n := range d.Notes {
+					found = found || strings.Contains(n.Msg, c.noteHas)
+				}
+				if !found {
+					t.Fatalf("notes %+v, want one containing %q", d.Notes, c.noteHas)
+				}
+			}
+		})
+	}
+}
+
+func TestNeedsHeads(t *testing.T) {
+	for _, c := range []struct {
+		f    Facts
+		want bool
+	}{
+		{Facts{}, true},
+		{Facts{Checkpoint: &checkpoint.Checkpoint{}}, false},
+		{Facts{Template: true}, false},
+		{Facts{ExplicitStart: true}, false},
+		{Facts{Backfill: true}, true},
+	} {
+		if got := NeedsHeads(c.f); got != c.want {
+			t.Errorf("NeedsHeads(%+v) = %v, want %v", c.f, got, c.want)
+		}
+	}
+}

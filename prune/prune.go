@@ -1,0 +1,245 @@
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/snapshot"
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options are prune's choices.
+type Options struct {
+	OlderThan time.Duration // only rows whose created_at is older
+	Batch     int           // rows per DELETE
+	Sleep     time.Duration // pause between batches
+	DryRun    bool
+	ServerID  uint32 // replica server_id to read the binlog from the checkpoint
+}
+
+// ParseAge parses a Go duration with an additional day unit: 7d, 1d12h, 36h.
+func ParseAge(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, errors.New("required, e.g. 7d")
+	}
+	var d time.Duration
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.ParseUint(s[:i], 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("want e.g. 7d, 36h or 90m: %w", err)
+		}
+		d, s = time.Duration(n)*24*time.Hour, s[i+1:]
+	}
+	if s != "" {
+		rest, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("want e.g. 7d, 36h or 90m: %w", err)
+		}
+		d += rest
+	}
+	if d <= 0 {
+		return 0, errors.New("want > 0")
+	}
+	return d, nil
+}
+
+// Failed is a failure of prune after its checks (exit 1; other errors are
+// usage or connection errors, exit 2).
+type Failed struct{ err error }
+
+func (e Failed) Error() string { return e.err.Error() }
+func (e Failed) Unwrap() error { return e.err }
+
+type Summary struct {
+	key        string
+	checkpoint binlog.Position
+	snapshot   binlog.Position
+	lagRows    int64  // outbox rows inserted between the checkpoint and the snapshot
+	bound      uint64 // rows with id < bound are published; MaxUint64: all visible rows
+	cutoff     string
+	candidates int64 // old enough and published (dry run: would be deleted)
+	kept       int64 // old enough but not known published: kept
+	deleted    int64
+	batches    int
+}
+
+func (s *Summary) Print(w io.Writer, dry bool) {
+	fmt.Fprintf(w, "checkpoint   %s (%s)\n", s.checkpoint.FilePos(), s.key)
+	if s.snapshot.File != "" {
+		fmt.Fprintf(w, "snapshot     %s\n", s.snapshot.FilePos())
+		fmt.Fprintf(w, "after checkpoint  %d outbox rows inserted between the checkpoint and the snapshot (not published yet: kept)\n", s.lagRows)
+		if s.bound == math.MaxUint64 {
+			fmt.Fprintln(w, "published    every row of the snapshot (no outbox row inserted between the checkpoint and the snapshot)")
+		} else {
+			fmt.Fprintf(w, "published    rows of the snapshot with id < %d\n", s.bound)
+		}
+	}
+	if s.cutoff != "" {
+		fmt.Fprintf(w, "older than   created_at < %s\n", s.cutoff)
+		fmt.Fprintf(w, "kept         %d old rows not known published\n", s.kept)
+	}
+	if dry {
+		fmt.Fprintf(w, "would delete %d rows\n", s.candidates)
+	} else {
+		fmt.Fprintf(w, "deleted      %d rows in %d batches\n", s.deleted, s.batches)
+	}
+}
+
+func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*Summary, error) {
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+	cp, err := store.Load(ctx)
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrCorrupt) {
+			return nil, Failed{err}
+		}
+		return nil, err
+	}
+	sum := &Summary{key: store.Key()}
+	if cp == nil {
+		return sum, Failed{fmt.Errorf("no checkpoint under Redis key %s: nothing is known published, nothing deleted", store.Key())}
+	}
+	sum.checkpoint = cp.Position()
+	if cp.File == "" {
+		return sum, Failed{fmt.Errorf("the checkpoint has no binlog file:pos (gtid %s): prune needs one", cp.GTIDSet)}
+	}
+	srv, err := binlog.Connect(ctx, cfg.Source, log.Named("source"))
+	if err != nil {
+		return sum, err
+	}
+	defer srv.Close()
+	if srv.Flavor() != binlog.FlavorMariaDB {
+		return sum, Failed{errors.New("prune is implemented for MariaDB (consistent snapshot with binlog_snapshot_file/position); see docs/operations.md")}
+	}
+	if (cp.ServerID != 0 && cp.ServerID != srv.ServerID()) || (cp.Flavor != "" && cp.Flavor != srv.Flavor()) {
+		return sum, Failed{fmt.Errorf("the checkpoint was written for server_id %d (%s), the source is server_id %d (%s): its position says nothing about this server's rows",
+			cp.ServerID, cp.Flavor, srv.ServerID(), srv.Flavor())}
+	}
+	cols, err := srv.Columns()
+	if err != nil {
+		return sum, Failed{err}
+	}
+	snap, err := snapshot.Open(ctx, cfg.Source, "")
+	if err != nil {
+		return sum, err
+	}
+	defer snap.Close()
+	sum.snapshot = snap.Pos()
+
+	// B: the smallest id inserted between the checkpoint and the snapshot.
+	sum.bound = math.MaxUint64
+	if binlog.ComparePos(snap.Pos(), sum.checkpoint) > 0 {
+		if err := srv.Available(sum.checkpoint); err != nil {
+			return sum, Failed{err}
+		}
+		src := cfg.Source
+		src.ServerID = o.ServerID
+		src.PositionMode = binlog.ModeFile
+		from := sum.checkpoint
+		from.GTIDSet = "" // read by file:pos; the set is not needed
+		reader := binlog.NewReader(src, srv.Flavor(), cols, from, log)
+		if err := reader.StopAt(snap.Pos()); err != nil {
+			return sum, Failed{err}
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var g errgroup.Group
+		g.Go(func() error { return reader.Run(rctx) })
+		for txn := range reader.Txns() {
+			for i := range txn.Events {
+				sum.lagRows++
+				sum.bound = min(sum.bound, txn.Events[i].ID)
+			}
+		}
+		if err := g.Wait(); err != nil {
+			return sum, Failed{fmt.Errorf("read the binlog from the checkpoint %s to the snapshot %s: %w", sum.checkpoint.FilePos(), snap.Pos().FilePos(), err)}
+		}
+		if ctx.Err() != nil {
+			return sum, ctx.Err()
+		}
+	}
+	r, err := snap.Execute("SELECT DATE_FORMAT(NOW() - INTERVAL ? SECOND, '%Y-%m-%d %H:%i:%s')", int64(o.OlderThan/time.Second))
+	if err != nil {
+		return sum, fmt.Errorf("prune: read the server's time: %w", err)
+	}
+	sum.cutoff, _ = r.GetString(0, 0)
+	log.Info("prune: published rows are those of the snapshot with id below the bound",
+		zap.String("checkpoint", sum.checkpoint.FilePos()), zap.String("snapshot", snap.Pos().FilePos()),
+		zap.Int64("rows_after_checkpoint", sum.lagRows), zap.Uint64("bound", sum.bound), zap.String("cutoff", sum.cutoff))
+
+	bound := sum.bound
+	if bound == math.MaxUint64 {
+		bound = math.MaxInt64 // BIGINT; ids are signed in the schema
+	}
+	q := fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(id < ?), 0) FROM %s WHERE created_at < ?", snap.Table())
+	if r, err = snap.Execute(q, bound, sum.cutoff); err != nil {
+		return sum, Failed{fmt.Errorf("prune: %s: %w", q, err)}
+	}
+	old, _ := r.GetInt(0, 0)
+	sum.candidates, _ = r.GetInt(0, 1)
+	sum.kept = old - sum.candidates
+	if o.DryRun || sum.candidates == 0 {
+		return sum, nil
+	}
+
+	del, err := client.ConnectWithContext(ctx, cfg.Source.Addr, cfg.Source.User, cfg.Source.Password, cfg.Source.Schema, 10*time.Second)
+	if err != nil {
+		return sum, fmt.Errorf("prune: connect to %s: %w", cfg.Source.Addr, err)
+	}
+	defer del.Close()
+	sel := fmt.Sprintf("SELECT id FROM %s WHERE id > ? AND id < ? AND created_at < ? ORDER BY id LIMIT %d", snap.Table(), o.Batch)
+	var after int64
+	for ctx.Err() == nil {
+		r, err := snap.Execute(sel, after, bound, sum.cutoff)
+		if err != nil {
+			return sum, Failed{fmt.Errorf("prune: select a batch: %w", err)}
+		}
+		n := r.RowNumber()
+		if n == 0 {
+			break
+		}
+		ids := make([]string, n)
+		for i := range ids {
+			id, _ := r.GetInt(i, 0)
+			ids[i] = strconv.FormatInt(id, 10)
+			after = id
+		}
+		// Exactly the ids seen in the snapshot: committed at or before the
+		// checkpoint, hence published.
+		res, err := del.Execute(fmt.Sprintf("DELETE FROM %s WHERE id IN (%s)", snap.Table(), strings.Join(ids, ",")))
+		if err != nil {
+			var me *mysql.MyError
+			if errors.As(err, &me) && (me.Code == 1142 || me.Code == 1227) { // table or specific access denied
+				err = fmt.Errorf("%w: %q cannot DELETE from %s: GRANT DELETE ON %s TO a prune user (the publisher's user stays read-only; docs/operations.md)",
+					err, cfg.Source.User, snap.Table(), snap.Table())
+			}
+			return sum, Failed{fmt.Errorf("prune: delete a batch after id %s: %w", ids[0], err)}
+		}
+		sum.deleted += int64(res.AffectedRows)
+		sum.batches++
+		if sum.batches%100 == 0 {
+			log.Info("prune progress", zap.Int64("deleted", sum.deleted), zap.Int64("of", sum.candidates), zap.Int64("last_id", after))
+		}
+		if n < o.Batch {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.Sleep):
+		}
+	}
+	return sum, nil
+}

@@ -1,0 +1,320 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/config"
+	"go.uber.org/zap"
+)
+
+// Status is the output of the status command: the checkpoint, the
+// server's binlog end and the lag between them.
+type Status struct {
+	Key        string                 `json:"key"`
+	Checkpoint *checkpoint.Checkpoint `json:"checkpoint"`
+	// End is the server's current end of the binlog.
+	End binlog.Position `json:"binlog_end"`
+	// LagBytes: binlog bytes from the checkpoint to End; nil when unknown.
+	LagBytes *int64 `json:"lag_bytes"`
+	// LagFiles: binlog files the lag spans beyond the checkpoint's (0: same file).
+	LagFiles int `json:"lag_files"`
+	// LagSeconds: now minus the checkpoint's event time, in whole seconds
+	// (1 s resolution); 0 when caught up; nil when unknown.
+	LagSeconds *int64 `json:"lag_seconds"`
+	// LastEventTime: commit time of the last checkpointed transaction.
+	LastEventTime *time.Time `json:"last_event_time"`
+	// AgeSeconds: time since the checkpoint was written, in seconds.
+	AgeSeconds *float64 `json:"age_seconds"`
+	// Retention: how close the checkpoint is to the oldest binlog kept.
+	Retention *Retention `json:"retention"`
+	// Problem: why the exit Status is 1; empty when fine.
+	Problem string `json:"problem,omitempty"`
+	now     time.Time
+}
+
+// Read reads the checkpoint and the server's binlog end and computes the
+// lag and the retention headroom.
+func Read(ctx context.Context, cfg config.Config, log *zap.Logger) (Status, error) {
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+	st := Status{Key: store.Key(), now: time.Now()}
+	cp, err := store.Load(ctx)
+	if errors.Is(err, checkpoint.ErrCorrupt) {
+		st.Problem = err.Error()
+	} else if err != nil {
+		return st, err
+	}
+	srv, err := binlog.Connect(ctx, cfg.Source, log.Named("source"))
+	if err != nil {
+		return st, err
+	}
+	defer srv.Close()
+	if st.End, err = srv.Latest(); err != nil {
+		return st, err
+	}
+	files, err := srv.BinaryLogSizes()
+	if err != nil {
+		return st, err
+	}
+	st.compute(cp, files)
+	if ret, err := srv.Retention(); err == nil {
+		st.computeRetention(files, ret)
+	} else {
+		log.Warn("cannot read the binlog expiry settings", zap.Error(err))
+	}
+	return st, nil
+}
+
+// compute fills the lag fields from cp (nil: none) and the server's
+// binlog files; st.End and st.now must be set.
+func (st *Status) compute(cp *checkpoint.Checkpoint, files []binlog.LogFile) {
+	st.Checkpoint = cp
+	if cp == nil {
+		if st.Problem == "" {
+			st.Problem = fmt.Sprintf("no checkpoint under Redis key %s: the next run starts from source.start (or --start)", st.Key)
+		}
+		return
+	}
+	age := st.now.Sub(cp.UpdatedAt).Round(time.Millisecond).Seconds()
+	st.AgeSeconds = &age
+	if !cp.EventTime.IsZero() {
+		t := cp.EventTime.UTC()
+		st.LastEventTime = &t
+	}
+	if cp.File == "" {
+		return // a GTID-only checkpoint: no byte position
+	}
+	n, nfiles, err := lagBytes(files, cp.Position(), st.End)
+	if err != nil {
+		st.Problem = err.Error()
+		return
+	}
+	st.LagBytes, st.LagFiles = &n, nfiles
+	st.LagSeconds = lagSeconds(n, cp.EventTime, st.now)
+}
+
+// lagBytes returns the binlog bytes from from to end and how many files
+// after from's the span reaches into: within one file the position
+// difference; across files the rest of from's file, the whole files in
+// between and end.Pos bytes of end's file (sizes from SHOW BINARY LOGS,
+// oldest first). It fails when from's file is not listed (purged, or of
+// another server) or from is beyond end.
+func lagBytes(files []binlog.LogFile, from, end binlog.Position) (int64, int, error) {
+	fi, ei := -1, -1
+	for i, f := range files {
+		if f.Name == from.File {
+			fi = i
+		}
+		if f.Name == end.File {
+			ei = i
+		}
+	}
+	if fi < 0 {
+		oldest := "(none)"
+		if len(files) > 0 {
+			oldest = files[0].Name + ":4"
+		}
+		return 0, 0, fmt.Errorf("%w: the checkpoint's binlog %s is not on the server (purged, or from another server); oldest available is %s",
+			binlog.ErrPositionUnavailable, from.FilePos(), oldest)
+	}
+	if ei < 0 {
+		ei = len(files) - 1 // the end's file not listed yet: count to the last one
+		end = binlog.Position{File: files[ei].Name, Pos: uint32(min(files[ei].Size, 1<<32-1))}
+	}
+	if fi > ei || (fi == ei && from.Pos > end.Pos) {
+		return 0, 0, fmt.Errorf("%w: the checkpoint %s is beyond the server's binlog end %s (another server?)",
+			binlog.ErrPositionUnavailable, from.FilePos(), end.FilePos())
+	}
+	n, after, _ := binlog.Span(files, from, end) // both listed, in order: checked above
+	return n, after, nil
+}
+
+// lagSeconds is now minus the last checkpointed commit time, in whole
+// seconds (binlog timestamps have 1 s resolution): 0 when no byte lags
+// behind, nil when the event time is unknown.
+func lagSeconds(lagBytes int64, eventTime, now time.Time) *int64 {
+	var s int64
+	switch {
+	case lagBytes == 0:
+	case eventTime.IsZero():
+		return nil
+	default:
+		s = max(int64(now.Sub(eventTime)/time.Second), 0)
+	}
+	return &s
+}
+
+// write prints st for people.
+func (st Status) Write(w io.Writer) {
+	line := func(name, format string, a ...any) {
+		fmt.Fprintf(w, "%-13s%s\n", name, fmt.Sprintf(format, a...))
+	}
+	line("checkpoint", "%s", st.Key)
+	cp := st.Checkpoint
+	if cp != nil {
+		WriteCheckpoint(w, "  ", cp, st.now)
+	} else {
+		line("  position", "(none)")
+	}
+	line("binlog end", "%s:%d", st.End.File, st.End.Pos)
+	line("  gtid set", "%s", OrNone(st.End.GTIDSet))
+	switch {
+	case st.LagBytes == nil:
+		line("lag bytes", "(unknown)")
+	case st.LagFiles == 0:
+		line("lag bytes", "%d", *st.LagBytes)
+	default:
+		line("lag bytes", "%d (across %d binlog files)", *st.LagBytes, st.LagFiles+1)
+	}
+	if st.LagSeconds == nil {
+		line("lag seconds", "(unknown)")
+	} else {
+		line("lag seconds", "%d (now - last checkpointed commit time; 1 s resolution)", *st.LagSeconds)
+	}
+	if st.LastEventTime == nil {
+		line("last event", "(unknown)")
+	} else {
+		line("last event", "%s", st.LastEventTime.Format(time.RFC3339))
+	}
+	st.writeRetention(w)
+	if st.Problem != "" {
+		line("FAILED", "%s", st.Problem)
+	}
+}
+
+// Retention is how close the checkpoint is to the oldest binlog the
+// server still keeps (Status --json: "retention").
+type Retention struct {
+	// OldestBinlog: the first file of SHOW BINARY LOGS; Files: how many.
+	OldestBinlog string `json:"oldest_binlog"`
+	Files        int    `json:"binlog_files"`
+	// HeadroomBytes: binlog bytes from the start of the oldest file to the
+	// checkpoint; HeadroomFiles: files before the checkpoint's (0: the
+	// checkpoint is in the oldest file, the next purge removes it). nil
+	// when unknown (no checkpoint, GTID-only checkpoint, file gone).
+	HeadroomBytes *int64 `json:"headroom_bytes"`
+	HeadroomFiles *int   `json:"headroom_files"`
+	// The server's expiry settings; nil when the server has no such variable.
+	ExpireSeconds *int64   `json:"binlog_expire_logs_seconds"`
+	ExpireDays    *float64 `json:"expire_logs_days"`
+	// Warning: set when the checkpoint is in the oldest file.
+	Warning string `json:"warning,omitempty"`
+}
+
+// computeRetention fills st.Retention from the server's binlog files
+// (oldest first) and expiry settings; st.Checkpoint must be set.
+func (st *Status) computeRetention(files []binlog.LogFile, ret binlog.Retention) {
+	if len(files) == 0 {
+		return
+	}
+	r := &Retention{OldestBinlog: files[0].Name, Files: len(files)}
+	if ret.ExpireSeconds >= 0 {
+		r.ExpireSeconds = &ret.ExpireSeconds
+	}
+	if ret.ExpireDays >= 0 {
+		r.ExpireDays = &ret.ExpireDays
+	}
+	if cp := st.Checkpoint; cp != nil && cp.File != "" {
+		if n, before, ok := binlog.Headroom(files, cp.Position()); ok {
+			r.HeadroomBytes, r.HeadroomFiles = &n, &before
+			if before == 0 && len(files) > 1 {
+				r.Warning = "the checkpoint is in the oldest binlog file: the next purge (expiry or PURGE BINARY LOGS) removes it; the publisher could then not resume (see source.on-purged)"
+			}
+		}
+	}
+	st.Retention = r
+}
+
+// writeRetention prints st.Retention for people.
+func (st Status) writeRetention(w io.Writer) {
+	r := st.Retention
+	if r == nil {
+		return
+	}
+	line := func(name, format string, a ...any) {
+		fmt.Fprintf(w, "%-13s%s\n", name, fmt.Sprintf(format, a...))
+	}
+	line("retention", "oldest binlog %s (%d files on the server)", r.OldestBinlog, r.Files)
+	expiry := ""
+	if r.ExpireSeconds != nil {
+		expiry = fmt.Sprintf("binlog_expire_logs_seconds %d", *r.ExpireSeconds)
+	}
+	if r.ExpireDays != nil {
+		if expiry != "" {
+			expiry += ", "
+		}
+		expiry += fmt.Sprintf("expire_logs_days %g", *r.ExpireDays)
+	}
+	line("  expiry", "%s", OrNone(expiry))
+	if r.HeadroomBytes == nil {
+		line("  headroom", "(unknown)")
+	} else {
+		line("  headroom", "%d bytes, %d files before the checkpoint's file (from the start of the oldest binlog to the checkpoint)", *r.HeadroomBytes, *r.HeadroomFiles)
+	}
+	if r.Warning != "" {
+		line("  WARNING", "%s", r.Warning)
+	}
+}
+
+// Ago formats the time since t, rounded to the second, e.g. "3m12s ago".
+func Ago(t, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		return fmt.Sprintf("%s in the future", -d)
+	}
+	return d.String() + " ago"
+}
+
+// WriteCheckpoint prints cp as indented "name  value" lines; now is the
+// reference for ages.
+func WriteCheckpoint(w io.Writer, indent string, cp *checkpoint.Checkpoint, now time.Time) {
+	line := func(name, format string, a ...any) {
+		fmt.Fprintf(w, "%s%-12s%s\n", indent, name, fmt.Sprintf(format, a...))
+	}
+	if cp.File != "" {
+		line("position", "%s:%d", cp.File, cp.Pos)
+	} else {
+		line("position", "(none: GTID set only)")
+	}
+	line("gtid set", "%s", OrNone(cp.GTIDSet))
+	if cp.GTID != "" {
+		line("last gtid", "%s", cp.GTID)
+	}
+	server := fmt.Sprintf("%s, server_id %d", OrNone(cp.Flavor), cp.ServerID)
+	if cp.ServerUUID != "" {
+		server += ", server_uuid " + cp.ServerUUID
+	}
+	line("server", "%s", server)
+	if cp.EventTime.IsZero() {
+		line("event time", "(unknown: no transaction published since this position was set)")
+	} else {
+		line("event time", "%s (%s; commit time of the last checkpointed transaction, 1 s resolution)",
+			cp.EventTime.UTC().Format(time.RFC3339), Ago(cp.EventTime, now))
+	}
+	line("updated at", "%s (%s)", cp.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Ago(cp.UpdatedAt, now))
+	if len(cp.Partitions) == 0 {
+		line("partitions", "(not stored)")
+	} else {
+		var parts []string
+		for _, t := range slices.Sorted(maps.Keys(cp.Partitions)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", t, cp.Partitions[t]))
+		}
+		line("partitions", "%s", strings.Join(parts, ", "))
+	}
+}
+
+func OrNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
