@@ -199,3 +199,24 @@ func BenchmarkMySQLOutboxDecode(b *testing.B) {
 		})
 	}
 }
+
+// A MySQL rows event the fast path leaves to go-mysql for another column
+// (created_at before 1970, written by MySQL 9.7.4 in testdata/json/
+// binlog.000005 with a 2026 row in the same event) still carries MySQL's
+// own text of the binary JSON payload (patchJSON), as SELECT printed it.
+func TestSlowRowsMySQLJSONPatched(t *testing.T) {
+	txns, hits := readAll(t, []string{"testdata/json/binlog.000005"}, "im_event_outbox", false)
+	if hits != 0 {
+		t.Fatalf("fast path decoded %d rows events, want 0 (created_at 1969 is go-mysql's)", hits)
+	}
+	var got []string
+	for _, txn := range txns {
+		for _, e := range txn.Events {
+			got = append(got, string(e.Payload)+" @ "+e.CreatedAt)
+		}
+	}
+	want := []string{`{"a": 1e20, "b": [1, 2]} @ 1969-07-20 20:17:40`, `{"c": "<&>"} @ 2026-01-01 00:00:00`}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+}
