@@ -26,6 +26,8 @@ unit:
 	$(GO) test -count=1 -race ./...
 	# a short fuzz run of the binlog file reader, seeded with the recorded binlogs
 	$(GO) test -run '^$$' -fuzz FuzzFileReader -fuzztime 20s ./binlog/
+	# and of the MySQL binary JSON renderer against go-mysql's decoder
+	$(GO) test -run '^$$' -fuzz FuzzMySQLJSON -fuzztime 10s ./binlog/
 
 vet:
 	$(GO) vet ./...

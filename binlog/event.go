@@ -4,7 +4,8 @@ package binlog
 //
 // The numeric fields are the row's BIGINT columns; Payload is the JSON
 // column's bytes exactly as the server sent them (MariaDB stores and sends
-// JSON as text; MySQL 8's binary JSON is rendered as MySQL's own text form).
+// JSON as text; MySQL 8's binary JSON is rendered by appendMySQLJSON in
+// MySQL's own text form, byte-equal to what `SELECT payload` returns).
 // CreatedAt is the DATETIME column as "YYYY-MM-DD hh:mm:ss[.ffffff]".
 // Pos is the position of the row event that carried the row (its
 // end_log_pos), for tracing; it is not a resumable position.

@@ -26,12 +26,18 @@ import (
 //   - WRITE_ROWS of the outbox table are decoded straight into Events when
 //     the table map carries column names and every column has a type whose
 //     length is known here (integers, VARCHAR, BLOB/TEXT — MariaDB's JSON —,
-//     DATETIME2, TIMESTAMP2, DATE, ...): only the outbox's columns are read,
-//     the others skipped by length;
-//   - anything else (MySQL's binary JSON, CHAR/ENUM/SET/DECIMAL columns,
-//     no column names, a partial row image, a MariaDB compressed rows event,
-//     or row data the fast path cannot account for exactly) goes through
-//     go-mysql's own DecodeData, then decodeRow, as before.
+//     MySQL's binary JSON, DATETIME2, TIMESTAMP2, DATE, ...): only the
+//     outbox's columns are read, the others skipped by length. MySQL's
+//     binary JSON payload is rendered by appendMySQLJSON (json.go) into one
+//     buffer per rows event, byte-equal to what `SELECT payload` prints;
+//   - anything else (CHAR/ENUM/SET/DECIMAL columns, no column names, a
+//     partial row image, a MariaDB compressed rows event, binary JSON the
+//     renderer rejects, or row data the fast path cannot account for
+//     exactly) goes through go-mysql's own DecodeData, then decodeRow, as
+//     before. When only a value other than the payload sent it there (a
+//     created_at before 1970, ...), the binary JSON payloads that go-mysql
+//     rendered are replaced by appendMySQLJSON's rendering (patchJSON), so
+//     that both paths give the same bytes.
 //
 // Both paths give the same Events (TestFastRowsMatchGoMySQL). The result
 // travels in RowsEvent.Rows as [][]any{{*fastRows}} so that it needs no
@@ -109,8 +115,9 @@ func (d *rowsDecoder) decodeWith(e *replication.RowsEvent, data []byte, slow fun
 		e.Type() != replication.EnumRowsEventTypeInsert {
 		return nil // not read by anyone: not decoded
 	}
+	var p *rowPlan
 	if !isCompressed(e) && allBits(e.ColumnBitmap1, int(e.ColumnCount)) {
-		if p := d.plan(e.Table); p.ok {
+		if p = d.plan(e.Table); p.ok {
 			if evs, ok := p.decodeRows(data[pos:]); ok {
 				e.Rows = [][]any{{&fastRows{events: evs}}}
 				d.hits.Add(1)
@@ -118,7 +125,13 @@ func (d *rowsDecoder) decodeWith(e *replication.RowsEvent, data []byte, slow fun
 			}
 		}
 	}
-	return slow(pos)
+	if err := slow(pos); err != nil {
+		return err
+	}
+	if p != nil && p.ok && p.payloadJSON {
+		p.patchJSON(e, data[pos:])
+	}
+	return nil
 }
 
 // allBits reports whether the first n bits of bitmap are all set (a full
@@ -164,6 +177,10 @@ type rowPlan struct {
 	cm        columnMap
 	unsigned  []bool
 	createdTS bool // created_at is a TIMESTAMP2 (an instant), not a DATETIME2
+	// payloadJSON: the payload is MySQL's binary JSON (MYSQL_TYPE_JSON),
+	// rendered by appendMySQLJSON; else MariaDB's JSON text (a LONGTEXT
+	// BLOB), taken as is.
+	payloadJSON bool
 	// cols are the outbox columns' indexes in requiredColumns order, want
 	// the reverse: column index -> index in cols, or -1.
 	cols [9]int
@@ -218,7 +235,11 @@ func newRowPlan(t *replication.TableMapEvent) *rowPlan {
 	if ty := t.ColumnType[cm.eventType]; ty != mysql.MYSQL_TYPE_VARCHAR && ty != mysql.MYSQL_TYPE_VAR_STRING {
 		return p
 	}
-	if t.ColumnType[cm.payload] != mysql.MYSQL_TYPE_BLOB { // MariaDB JSON (LONGTEXT); MySQL JSON is binary
+	switch t.ColumnType[cm.payload] {
+	case mysql.MYSQL_TYPE_BLOB: // MariaDB JSON (LONGTEXT)
+	case mysql.MYSQL_TYPE_JSON: // MySQL binary JSON
+		p.payloadJSON = true
+	default:
 		return p
 	}
 	switch t.ColumnType[cm.createdAt] {
@@ -257,12 +278,13 @@ func fixedLen(tp byte, meta uint16) (int, bool) {
 
 // varLen reports whether a type is stored as a length prefix and bytes
 // that this decoder can skip: VARCHAR (1-byte prefix up to 255 bytes of
-// declared length, else 2) and BLOB/TEXT (meta = prefix bytes, 1 to 4).
+// declared length, else 2), BLOB/TEXT and MySQL's JSON (meta = prefix
+// bytes, 1 to 4; JSON's is 4).
 func varLen(tp byte, meta uint16) bool {
 	switch tp {
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		return true
-	case mysql.MYSQL_TYPE_BLOB:
+	case mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_JSON:
 		return meta >= 1 && meta <= 4
 	}
 	return false
@@ -288,7 +310,7 @@ func (p *rowPlan) value(data []byte, i int) (v []byte, n int, err error) {
 		} else {
 			pre = 2
 		}
-	default: // BLOB
+	default: // BLOB, JSON
 		pre = int(meta)
 	}
 	if len(data) < pre {
@@ -303,17 +325,19 @@ func (p *rowPlan) value(data []byte, i int) (v []byte, n int, err error) {
 	return data[pre : pre+l], pre + l, nil
 }
 
-// decodeRows reads every row image of a full-image WRITE_ROWS body. It
-// returns false (leaving the event to go-mysql) when the data does not
-// parse into whole rows exactly or a value is one decodeRow would reject.
-func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
+// walkRows reads every row image of a full-image WRITE_ROWS body and calls
+// f with each row's outbox values (in requiredColumns order; a nil
+// created_at is NULL) and the bytes left after the row. It returns false
+// when the data does not parse into whole rows exactly, when an outbox
+// column other than created_at is NULL, or when f returns false.
+func (p *rowPlan) walkRows(data []byte, f func(vals *[9][]byte, rest int) bool) bool {
 	n := len(p.types)
 	nullBytes := (n + 7) / 8
-	var evs []Event
 	var vals [9][]byte // the outbox columns of one row, in requiredColumns order
+	rows := 0
 	for len(data) > 0 {
 		if len(data) < nullBytes {
-			return nil, false
+			return false
 		}
 		nulls := data[:nullBytes]
 		pos := nullBytes
@@ -321,13 +345,13 @@ func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
 		for i := 0; i < n; i++ {
 			if nulls[i>>3]&(1<<(uint(i)&7)) != 0 {
 				if k := p.want[i]; k >= 0 && k != 8 { // 8: created_at may be NULL
-					return nil, false // NULL in a NOT NULL outbox column: go-mysql's path reports it
+					return false // NULL in a NOT NULL outbox column: go-mysql's path reports it
 				}
 				continue
 			}
 			v, l, err := p.value(data[pos:], i)
 			if err != nil {
-				return nil, false
+				return false
 			}
 			if k := p.want[i]; k >= 0 {
 				vals[k] = v
@@ -335,16 +359,65 @@ func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
 			pos += l
 		}
 		data = data[pos:]
-		e, ok := p.event(&vals)
+		if !f(&vals, len(data)) {
+			return false
+		}
+		rows++
+	}
+	return rows > 0
+}
+
+// decodeRows decodes every row image of a full-image WRITE_ROWS body. It
+// returns false (leaving the event to go-mysql) when walkRows does, or a
+// value is one decodeRow would reject, or a binary JSON payload one
+// appendMySQLJSON rejects. MySQL's payloads are rendered into one buffer
+// shared by the event's rows, each Payload capped to its own bytes.
+func (p *rowPlan) decodeRows(data []byte) ([]Event, bool) {
+	var evs []Event
+	var buf []byte
+	size := len(data)
+	ok := p.walkRows(data, func(vals *[9][]byte, rest int) bool {
+		if p.payloadJSON {
+			if buf == nil {
+				buf = make([]byte, 0, size+size/4+64) // text is about the binary's size
+			}
+			start := len(buf)
+			var err error
+			if buf, err = appendMySQLJSON(buf, vals[7]); err != nil {
+				return false
+			}
+			vals[7] = buf[start:len(buf):len(buf)]
+		}
+		e, ok := p.event(vals)
 		if !ok {
-			return nil, false
+			return false
 		}
 		if evs == nil {
-			evs = make([]Event, 0, 1+len(data)/max(pos, 1))
+			evs = make([]Event, 0, 1+rest/max(size-rest, 1))
 		}
 		evs = append(evs, e)
+		return true
+	})
+	return evs, ok
+}
+
+// patchJSON replaces the binary JSON payloads that go-mysql's DecodeData
+// rendered into e.Rows by appendMySQLJSON's rendering, when the row data
+// can be walked here (the fast path left the event for another reason). A
+// payload the renderer rejects keeps go-mysql's rendering.
+func (p *rowPlan) patchJSON(e *replication.RowsEvent, data []byte) {
+	var raw [][]byte
+	if !p.walkRows(data, func(vals *[9][]byte, _ int) bool { raw = append(raw, vals[7]); return true }) || len(raw) != len(e.Rows) {
+		return
 	}
-	return evs, len(evs) > 0
+	for i, row := range e.Rows {
+		if p.cm.payload >= len(row) {
+			return
+		}
+		if out, err := appendMySQLJSON(nil, raw[i]); err == nil {
+			row[p.cm.payload] = out
+		}
+	}
 }
 
 // event builds the Event of one row's outbox values (vals in
