@@ -17,9 +17,11 @@ build:
 demo:
 	scripts/demo.sh
 
-## test: unit tests, then integration tests against the real local stack (started if needed)
-test: vet unit
+## test: unit tests, then integration tests against the real local stack (started if needed;
+## some unit tests run a private redis-server from the stack's packages)
+test: vet
 	$(STACK) up
+	$(MAKE) unit
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
 
 unit:
@@ -32,6 +34,8 @@ unit:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/integration/
+	# the house rules go vet does not know (no bare go statements, ...)
+	$(GO) test -count=1 ./internal/lint/
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 stack-up:
