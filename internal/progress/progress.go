@@ -85,7 +85,7 @@ func New(cfg Config) *Reporter {
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true), // [elapsed:left]
 			progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionThrottle(100 * time.Millisecond),
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionClearOnFinish(),
 			progressbar.OptionUseANSICodes(true),
