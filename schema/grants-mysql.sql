@@ -1,3 +1,9 @@
+-- EDIT BEFORE RUNNING: this file is an example with placeholders.
+--   im.im_event_outbox  your outbox table as schema.table (source.schema, source.table)
+--   '%'                 the host the publisher connects from (e.g. '10.0.0.%'); '%' is any host
+--   'change-me'         the password: choose one, and give it to the publisher as
+--                       CDC_OUTBOX_SOURCE_PASSWORD (or source.password), never in a committed file
+-- e.g. sed -e 's/im\.im_event_outbox/shop.outbox/' -e "s/change-me/$(openssl rand -hex 16)/" FILE | mysql -uroot
 -- Least-privilege user for cdc-outbox on MySQL 8.0 / 8.4.
 -- REPLICATION SLAVE: the binlog dump, and SHOW REPLICAS (server_id conflict check).
 -- REPLICATION CLIENT: SHOW BINARY LOGS / SHOW BINARY LOG STATUS.

@@ -1,0 +1,268 @@
+package health
+
+import (
+	"errors"
+	"io"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+)
+
+func TestMetricsObserver(t *testing.T) {
+	m := NewMetrics(BuildInfo{})
+	msgs := func(topics ...string) []kafka.Message {
+		out := make([]kafka.Message, len(topics))
+		for i, tp := range topics {
+			out[i] = kafka.Message{Topic: tp}
+		}
+		return out
+	}
+	m.Produced(msgs("a", "a", "b", "a"), 3*time.Millisecond, nil)
+	m.Produced(msgs("a", "b", "b"), time.Second, kafka.WriteErrors{nil, kafka.NotLeaderForPartition, kafka.NotLeaderForPartition})
+	m.Produced(msgs("c"), time.Second, errors.New("dial tcp: refused"))
+	for _, c := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"produced a", testutil.ToFloat64(m.produced.WithLabelValues("a")), 4},
+		{"produced b", testutil.ToFloat64(m.produced.WithLabelValues("b")), 1},
+		{"failed b", testutil.ToFloat64(m.failed.WithLabelValues("b")), 2},
+		{"failed c", testutil.ToFloat64(m.failed.WithLabelValues("c")), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.seconds); n != 2 {
+		t.Errorf("produce_seconds has %d series, want ok and error", n)
+	}
+
+	commit := time.Now().Add(-3 * time.Second).Truncate(time.Second)
+	m.Acked(binlog.Position{File: "mariadb-bin.000001", Pos: 4, Time: commit})
+	if got := testutil.ToFloat64(m.commitTS); got != float64(commit.Unix()) {
+		t.Errorf("acked commit timestamp %v, want %v", got, commit.Unix())
+	}
+	if d := testutil.ToFloat64(m.delay); d < 3 || d > 60 {
+		t.Errorf("ack delay %v s, want about 3", d)
+	}
+	m.Restarted()
+	if n := m.PurgedSkip(); n != 1 {
+		t.Errorf("PurgedSkip = %d, want 1", n)
+	}
+
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	res, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`cdc_outbox_records_produced_total{topic="a"} 4`, "cdc_outbox_pipeline_restarts_total 1",
+		"cdc_outbox_purged_skips_total 1", `cdc_outbox_produce_seconds_count{result="error"} 2`, "go_goroutines", "process_resident_memory_bytes"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// Every counter exists at 0 before anything happened, and the gauges that
+// are not known yet are NaN rather than a misleading 0.
+func TestMetricsFromTheStart(t *testing.T) {
+	m := NewMetrics(BuildInfo{Version: "v1.0.0"})
+	m.InitTopics("im.events")
+	m.SetDeadLetterTopic("im.dlq")
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range fams {
+		got[f.GetName()] = true
+	}
+	for _, name := range []string{"records_produced_total", "records_failed_total", "produce_seconds", "records_dead_lettered_total",
+		"poison_records_total", "pipeline_restarts_total", "purged_skips_total", "checkpoint_write_errors_total",
+		"source_connected", "source_caught_up", "seconds_behind_source", "bytes_behind_source", "checkpoint_age_seconds",
+		"retention_headroom_bytes", "retention_headroom_seconds", "build_info"} {
+		if !got[Prefix+name] {
+			t.Errorf("%s%s not exposed from the start", Prefix, name)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{
+		{"failed im.events", testutil.ToFloat64(m.failed.WithLabelValues("im.events"))},
+		{"produced im.dlq", testutil.ToFloat64(m.produced.WithLabelValues("im.dlq"))},
+		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues(string(sink.ReasonInvalidJSON)))},
+		{"poison too_large", testutil.ToFloat64(m.poison.WithLabelValues(string(sink.ReasonTooLarge)))},
+		{"restarts", testutil.ToFloat64(m.restarts)},
+		{"checkpoint age", m.CheckpointAge()},
+	} {
+		if c.v != 0 {
+			t.Errorf("%s = %v at start, want 0", c.name, c.v)
+		}
+	}
+	for name, v := range map[string]float64{"seconds behind": m.SecondsBehind(), "bytes behind": testutil.ToFloat64(m.bytesBehind),
+		"headroom bytes": testutil.ToFloat64(m.headBytes), "last ack": testutil.ToFloat64(m.ackTS)} {
+		if !math.IsNaN(v) {
+			t.Errorf("%s = %v before anything was known, want NaN", name, v)
+		}
+	}
+}
+
+func TestDeadLetterCounts(t *testing.T) {
+	m := NewMetrics(BuildInfo{})
+	m.SetDeadLetterTopic("dlq")
+	dl := func(reason sink.Reason) kafka.Message {
+		return kafka.Message{Topic: "dlq", Headers: []kafka.Header{{Key: "event_id", Value: []byte("1")}, {Key: sink.HeaderDLQReason, Value: []byte(reason)}}}
+	}
+	m.Produced([]kafka.Message{{Topic: "t"}, dl(sink.ReasonInvalidJSON), {Topic: "t"}}, time.Millisecond, nil)
+	m.Produced([]kafka.Message{dl(sink.ReasonTooLarge)}, time.Millisecond, errors.New("broker down")) // not acknowledged
+	m.PoisonStopped(sink.ReasonInvalidTopic)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues("invalid_json")), 1},
+		{"dead-lettered too_large (failed)", testutil.ToFloat64(m.dead.WithLabelValues("too_large")), 0},
+		{"poison invalid_json", testutil.ToFloat64(m.poison.WithLabelValues("invalid_json")), 1},
+		{"poison invalid_topic (stopped)", testutil.ToFloat64(m.poison.WithLabelValues("invalid_topic")), 1},
+		{"produced dlq", testutil.ToFloat64(m.produced.WithLabelValues("dlq")), 1},
+		{"produced t", testutil.ToFloat64(m.produced.WithLabelValues("t")), 2},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestSecondsBehind(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name                string
+		caughtUp            bool
+		lastCommit, okUntil time.Time
+		now                 time.Time
+		want                float64
+	}{
+		{"caught up", true, t0.Add(-time.Hour), time.Time{}, t0, 0},
+		{"behind, never caught up", false, t0.Add(-90 * time.Second), time.Time{}, t0, 90},
+		{"idle for an hour, then behind for 2 s", false, t0.Add(-time.Hour), t0.Add(-2 * time.Second), t0, 2},
+		{"acked past the caught-up moment", false, t0.Add(-time.Second), t0.Add(-5 * time.Second), t0, 1},
+		{"nothing known", false, time.Time{}, time.Time{}, t0, math.NaN()},
+		{"commit time ahead of the clock", false, t0.Add(time.Second), time.Time{}, t0, 0},
+	} {
+		got := SecondsBehind(c.caughtUp, c.lastCommit, c.okUntil, c.now)
+		if got != c.want && !(math.IsNaN(got) && math.IsNaN(c.want)) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// The gauge keeps growing while the publisher is disconnected: it is not
+// frozen at the last acknowledgement like ack_delay_seconds.
+func TestSecondsBehindGrowsWhileDisconnected(t *testing.T) {
+	m := NewMetrics(BuildInfo{})
+	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return clock }
+	m.SeedCommitTime(clock.Add(-10 * time.Second)) // the checkpoint's event_time
+	if got := m.SecondsBehind(); got != 10 {
+		t.Errorf("not connected yet: %v, want 10 (from the checkpoint's commit time)", got)
+	}
+	m.SourceState(true, false)
+	m.Acked(binlog.Position{File: "f", Pos: 100, Time: clock.Add(-time.Second)})
+	m.SourceState(true, true)
+	clock = clock.Add(time.Hour) // idle, caught up
+	if got := m.SecondsBehind(); got != 0 {
+		t.Errorf("caught up after an idle hour: %v, want 0", got)
+	}
+	m.SourceState(false, false) // the source goes away
+	if testutil.ToFloat64(m.connected) != 0 || testutil.ToFloat64(m.caughtUpG) != 0 {
+		t.Errorf("source_connected/caught_up not 0 after a disconnect")
+	}
+	clock = clock.Add(45 * time.Second)
+	if got := m.SecondsBehind(); got != 45 {
+		t.Errorf("45 s after the disconnect: %v, want 45", got)
+	}
+	clock = clock.Add(15 * time.Second)
+	if got := m.SecondsBehind(); got != 60 {
+		t.Errorf("60 s after the disconnect: %v, want 60", got)
+	}
+	m.SourceState(true, true)
+	if got := m.SecondsBehind(); got != 0 {
+		t.Errorf("reconnected and caught up: %v", got)
+	}
+	m.SourceState(false, true) // connected false implies not caught up
+	if testutil.ToFloat64(m.caughtUpG) != 0 {
+		t.Errorf("caught_up 1 while disconnected")
+	}
+}
+
+func TestCheckpointAge(t *testing.T) {
+	m := NewMetrics(BuildInfo{})
+	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return clock }
+	p1 := binlog.Position{File: "f", Pos: 100}
+	p2 := binlog.Position{File: "f", Pos: 200}
+	m.Acked(p1)
+	clock = clock.Add(700 * time.Millisecond)
+	if got := m.CheckpointAge(); got != 0.7 {
+		t.Errorf("acked 0.7 s ago, not saved: %v", got)
+	}
+	m.CheckpointSaved(p1)
+	clock = clock.Add(time.Hour)
+	if got := m.CheckpointAge(); got != 0 {
+		t.Errorf("saved, then idle an hour: %v, want 0", got)
+	}
+	m.Acked(p2)
+	clock = clock.Add(time.Second)
+	m.CheckpointFailed()
+	clock = clock.Add(29 * time.Second) // Redis down
+	if got := m.CheckpointAge(); got != 30 {
+		t.Errorf("Redis down 30 s: %v, want 30", got)
+	}
+	m.CheckpointSaved(p1) // an older position written while p2 was acknowledged
+	clock = clock.Add(2 * time.Second)
+	if got := m.CheckpointAge(); got != 2 {
+		t.Errorf("saved an older position 2 s ago: %v, want 2", got)
+	}
+	if testutil.ToFloat64(m.cpErrors) != 1 {
+		t.Errorf("checkpoint_write_errors_total != 1")
+	}
+}
+
+func TestRetentionHeadroom(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name      string
+		expire    time.Duration
+		fileStart time.Time
+		want      time.Duration
+	}{
+		{"a day left", 7 * 24 * time.Hour, now.Add(-6 * 24 * time.Hour), 24 * time.Hour},
+		{"past due", time.Hour, now.Add(-2 * time.Hour), 0},
+		{"no expiry", 0, now.Add(-time.Hour), -1},
+	} {
+		if got := RetentionHeadroom(c.expire, c.fileStart, now); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	m := NewMetrics(BuildInfo{})
+	m.SetRetentionHeadroom(1<<20, time.Hour)
+	if testutil.ToFloat64(m.headBytes) != 1<<20 || testutil.ToFloat64(m.headSeconds) != 3600 {
+		t.Errorf("headroom gauges %v %v", testutil.ToFloat64(m.headBytes), testutil.ToFloat64(m.headSeconds))
+	}
+	m.SetRetentionHeadroom(-1, -1)
+	if !math.IsNaN(testutil.ToFloat64(m.headBytes)) || !math.IsNaN(testutil.ToFloat64(m.headSeconds)) {
+		t.Errorf("unknown headroom not NaN")
+	}
+}
