@@ -28,6 +28,7 @@ type Reader struct {
 
 	schema, table []byte
 	budget        *Budget
+	obs           Observer
 }
 
 // NewReader returns a Reader that starts at from. flavor is the detected
@@ -103,6 +104,9 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err != nil {
 		return &PositionError{Pos: r.from, Err: classify(err)}
 	}
+	if r.obs != nil {
+		r.obs.Streaming()
+	}
 	r.log.Info("streaming binlog", zap.String("file", r.from.File), zap.Uint32("pos", r.from.Pos),
 		zap.String("gtid_set", r.from.GTIDSet), zap.String("mode", r.cfg.PositionMode), zap.String("flavor", r.flavor))
 	for {
@@ -112,6 +116,11 @@ func (r *Reader) Run(ctx context.Context) error {
 				return nil
 			}
 			return &PositionError{Pos: st.pos, Err: classify(err)}
+		}
+		if r.obs != nil && !st.inTxn && isHeartbeat(ev.Header.EventType) {
+			// The server sends heartbeats only when it has nothing newer:
+			// everything before was read.
+			r.obs.Idle(st.pos)
 		}
 		txn, done, err := r.step(st, ev)
 		if err != nil {
@@ -155,6 +164,26 @@ func (r *Reader) send(ctx context.Context, t Txn) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// Observer learns the reader's connection state (the health metrics'
+// source_connected and caught-up facts). Calls come from Run's goroutine
+// and must not block.
+type Observer interface {
+	// Streaming: the binlog dump started.
+	Streaming()
+	// Idle: a heartbeat outside a transaction: the reader has read
+	// everything the server had (heartbeats come only after
+	// heartbeat-period without events), up to at, the end of the last
+	// complete transaction.
+	Idle(at Position)
+}
+
+// SetObserver makes the reader report to o. Call it before Run.
+func (r *Reader) SetObserver(o Observer) { r.obs = o }
+
+func isHeartbeat(t replication.EventType) bool {
+	return t == replication.HEARTBEAT_EVENT || t == replication.HEARTBEAT_LOG_EVENT_V2
 }
 
 // SetBudget bounds the bytes of transactions between the reader and the

@@ -407,6 +407,52 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("/metrics lacks %s", re)
 		}
 	}
+	// Idle and everything acknowledged: caught up (the next heartbeat,
+	// heartbeat-period 1 s, says so), 0 s behind, connected, ready.
+	get := func(path string) (int, string) {
+		res, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res.StatusCode, string(b)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, body = get("/metrics")
+		if strings.Contains(body, "cdc_outbox_source_caught_up 1\n") && strings.Contains(body, "cdc_outbox_seconds_behind_source 0\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never caught up with 0 s behind:\n%s", grepLines(body, "cdc_outbox_source_", "cdc_outbox_seconds_behind"))
+		}
+	}
+	if !strings.Contains(body, "cdc_outbox_source_connected 1\n") {
+		t.Errorf("not connected:\n%s", grepLines(body, "cdc_outbox_source_"))
+	}
+	if code, b := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d %s", code, b)
+	}
+	if code, b := get("/readyz"); code != http.StatusOK || !strings.Contains(b, "streaming") {
+		t.Errorf("/readyz = %d %s, want 200 streaming", code, b)
+	}
+	if code, b := get("/status"); code != http.StatusOK || !strings.Contains(b, `"key": "`+e.key+`"`) || !strings.Contains(b, `"lag_bytes": 0`) {
+		t.Errorf("/status = %d %s", code, b)
+	}
+}
+
+// grepLines keeps the lines of text containing any of subs.
+func grepLines(text string, subs ...string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, s := range subs {
+			if strings.Contains(l, s) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Partitions added while run is live: the publisher stops (exit 1) at the

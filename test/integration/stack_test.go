@@ -189,6 +189,9 @@ log:
 shutdown-timeout: 10s
 retry-backoff-max: 2s
 `, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key)
+	if !strings.Contains(e.extra, "metrics-addr:") {
+		cfg += "metrics-addr: 127.0.0.1:0\n" // several publishers at once: a free port each
+	}
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)
