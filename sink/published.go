@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"sort"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // HeaderTxnEnd is the record header holding the binlog position after the
@@ -40,56 +43,74 @@ func Published(ctx context.Context, brokers []string, topic string) ([]string, e
 // partition whose newest record carries a binlog_txn_end header, that
 // header's value. A missing topic gives an empty map.
 func PublishedPartitions(ctx context.Context, brokers []string, topic string) (map[int]string, error) {
-	parts, err := Partitions(ctx, brokers, topic)
+	cl := newCluster(brokers, startupDialTimeout, false, nil)
+	defer cl.close()
+	meta, err := clusterPartitions(ctx, cl, brokers, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		return map[int]string{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int]string, len(parts))
-	for _, p := range parts {
-		pos, err := newest(ctx, brokers[0], topic, p)
+	out := make(map[int]string, len(meta.Partitions))
+	for _, p := range meta.Partitions {
+		addr, ok := cl.brokers[p.LeaderID]
+		if !ok {
+			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
+		}
+		pos, err := newest(ctx, addr, topic, int(p.PartitionIndex))
 		if err != nil {
-			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p, err)
+			return nil, fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
 		}
 		if pos != "" {
-			out[p] = pos
+			out[int(p.PartitionIndex)] = pos
 		}
 	}
 	return out, nil
 }
 
+// startupDialTimeout bounds each broker's dial and handshake in
+// Partitions and PublishedPartitions before the next broker is tried.
+const startupDialTimeout = 2 * time.Second
+
 // Partitions returns the partition ids of topic, in order, from a metadata
 // request that never creates the topic (unlike kafka-go's
 // Conn.ReadPartitions, whose old metadata version makes a broker with
-// auto.create.topics.enable create it). A missing topic gives an error
-// matching kafka.UnknownTopicOrPartition.
+// auto.create.topics.enable create it), asked of each broker in turn
+// until one answers (each dial and handshake bounded by 2 s). A missing
+// topic gives an error matching kafka.UnknownTopicOrPartition.
 func Partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	cl := newCluster(brokers, startupDialTimeout, false, nil)
+	defer cl.close()
+	meta, err := clusterPartitions(ctx, cl, brokers, topic)
 	if err != nil {
-		return nil, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
+		return nil, err
 	}
-	for _, t := range md.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if t.Error != nil {
-			return nil, fmt.Errorf("sink: topic %s: %w", topic, t.Error)
-		}
-		ids := make([]int, len(t.Partitions))
-		for i, p := range t.Partitions {
-			ids[i] = p.ID
-		}
-		sort.Ints(ids)
-		return ids, nil
+	ids := make([]int, len(meta.Partitions))
+	for i, p := range meta.Partitions {
+		ids[i] = int(p.PartitionIndex)
 	}
-	return nil, fmt.Errorf("sink: topic %s: %w", topic, kafka.UnknownTopicOrPartition)
+	sort.Ints(ids)
+	return ids, nil
 }
 
-func newest(ctx context.Context, broker, topic string, partition int) (string, error) {
-	conn, err := kafka.DialLeader(ctx, "tcp", broker, topic, partition)
+func clusterPartitions(ctx context.Context, cl *cluster, brokers []string, topic string) (*metadataAPI.ResponseTopic, error) {
+	meta, err := cl.metadata(ctx, topic, true)
+	var ke kafka.Error
+	switch {
+	case errors.As(err, &ke):
+		return nil, fmt.Errorf("sink: topic %s: %w", topic, ke)
+	case err != nil:
+		return nil, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
+	}
+	return meta, nil
+}
+
+func newest(ctx context.Context, leader, topic string, partition int) (string, error) {
+	d := &kafka.Dialer{Timeout: startupDialTimeout}
+	host, port, _ := net.SplitHostPort(leader)
+	pn, _ := strconv.Atoi(port)
+	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
 	if err != nil {
 		return "", err
 	}
