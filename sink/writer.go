@@ -48,6 +48,8 @@ type Writer struct {
 	sizes  []int64 // Txn.Held of each pending transaction, released on ack
 	obs    Observer
 	prod   *Producer // kw before any wrapping; nil with a fake
+
+	flights []flight // rounds in flight (pipelined), oldest first
 }
 
 // Releaser takes back the memory of acknowledged transactions
@@ -151,7 +153,7 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 			return ctx.Err()
 		}
 		if !ok {
-			return nil
+			return w.settle(ctx)
 		}
 		for {
 			if err := w.add(ctx, &txn, &pending); err != nil {
@@ -250,6 +252,9 @@ func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx
 	if err := w.flushUpTo(ctx, pending, idx); err != nil {
 		return err
 	}
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
 	return w.poisonError(m, p, end)
 }
 
@@ -261,6 +266,10 @@ func (w *Writer) poisonError(m *kafka.Message, p *Poison, end binlog.Position) e
 // deadLetter writes the dead-letter record of m alone (without its value
 // if the dead-letter topic rejects it as too large), then logs and counts it.
 func (w *Writer) deadLetter(ctx context.Context, m *kafka.Message, p *Poison, end binlog.Position) error {
+	// Everything before the poison record is written first.
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
 	d := DeadLetter(m, p, w.cfg.DeadLetterTopic, w.cfg.BatchBytes)
 	err := w.kw.WriteMessages(ctx, d)
 	if err != nil && len(d.Value) > 0 && errors.Is(first(err), kafka.MessageSizeTooLarge) {
@@ -290,6 +299,9 @@ func (w *Writer) flush(ctx context.Context, pending *[]binlog.Position) error {
 // partitions' batches with MESSAGE_TOO_LARGE only, their records are sent
 // again one at a time, in order, to find the culprits (see resend).
 func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n int) error {
+	if w.pipelined() {
+		return w.launch(ctx, pending, n)
+	}
 	if len(w.msgs) > 0 {
 		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
 			failed, ok := brokerTooLarge(err, len(w.msgs))
