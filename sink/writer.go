@@ -147,10 +147,21 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 	for {
 		var txn binlog.Txn
 		var ok bool
-		select {
-		case txn, ok = <-in:
-		case <-ctx.Done():
-			return ctx.Err()
+		if len(w.flights) > 0 {
+			// Rounds in flight: take what is queued, else acknowledge the oldest.
+			var more bool
+			if txn, ok, more = tryRecv2(in); !more {
+				if err := w.land(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+		} else {
+			select {
+			case txn, ok = <-in:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		if !ok {
 			return w.settle(ctx)
@@ -176,6 +187,17 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 		if err := w.flush(ctx, &pending); err != nil {
 			return err
 		}
+	}
+}
+
+// tryRecv2 is a receive that does not block: got reports whether it
+// received (a transaction, or the close: ok false).
+func tryRecv2(in <-chan binlog.Txn) (txn binlog.Txn, ok, got bool) {
+	select {
+	case t, ok := <-in:
+		return t, ok, true
+	default:
+		return binlog.Txn{}, false, false
 	}
 }
 
