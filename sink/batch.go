@@ -161,7 +161,9 @@ func stampBatch(raw []byte, pid int64, epoch int16, seq int32) {
 }
 
 // batchSequence returns the base sequence of a stamped batch.
-func batchSequence(raw []byte) int32 { return int32(binary.BigEndian.Uint32(raw[4+batchBaseSequence:])) }
+func batchSequence(raw []byte) int32 {
+	return int32(binary.BigEndian.Uint32(raw[4+batchBaseSequence:]))
+}
 
 // batchProducer returns the producer id and epoch of a stamped batch.
 func batchProducer(raw []byte) (int64, int16) {

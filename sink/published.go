@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
