@@ -43,47 +43,6 @@ func realTopic(t *testing.T, brokers []string, parts int) string {
 	return topic
 }
 
-// realKeys reads partition's record keys, in offset order.
-func realKeys(t *testing.T, brokers []string, topic string, partition int) []string {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := kafka.DialLeader(context.Background(), "tcp", brokers[0], topic, partition)
-		if err != nil {
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		defer conn.Close()
-		first, last, err := conn.ReadOffsets()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		if last == first {
-			return nil
-		}
-		if _, err := conn.Seek(first, kafka.SeekAbsolute); err != nil {
-			t.Fatal(err)
-		}
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		b := conn.ReadBatch(1, 64<<20)
-		for int64(len(keys)) < last-first {
-			m, err := b.ReadMessage()
-			if err != nil {
-				b.Close()
-				b = conn.ReadBatch(1, 64<<20)
-				continue
-			}
-			keys = append(keys, string(m.Key))
-		}
-		b.Close()
-		return keys
-	}
-}
-
 // Idempotence on, five rounds in flight: every record stored once, in
 // order, each in its key's partition; the producer has a real producer id.
 func TestBrokerIdempotentRoundTrip(t *testing.T) {
@@ -134,20 +93,6 @@ func TestBrokerIdempotentRoundTrip(t *testing.T) {
 		}
 	}
 }
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func head(s []string) []string { return s[:min(len(s), 10)] }
 
 // The broker deduplicates: the same batch (same producer id, epoch and
 // sequence) sent again is answered as written and stored once; a batch
