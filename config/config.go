@@ -52,7 +52,7 @@ func Default() Config {
 		Checkpoint:      checkpoint.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
 		ShutdownTimeout: 30 * time.Second,
-		RetryBackoffMax: 30 * time.Second,
+		RetryBackoffMax: 5 * time.Second,
 		MetricsAddr:     "127.0.0.1:9108",
 	}
 }
