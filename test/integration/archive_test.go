@@ -79,7 +79,8 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 	basename, _ := r.GetString(0, 0)
 	srcDir := filepath.Dir(basename)
 	if _, err := os.Stat(srcDir); err != nil {
-		srcDir = filepath.Join(envOr("CDC_STACK_DIR", "/tmp/cdc-outbox-stack"), "mariadb", "binlog")
+		// a server in a chroot (dev-stack's MySQL 9.7, MariaDB 11.8) sees another path
+		srcDir = envOr("CDC_MYSQL_BINLOG_DIR", filepath.Join(envOr("CDC_STACK_DIR", "/tmp/cdc-outbox-stack"), "mariadb", "binlog"))
 	}
 	archive := t.TempDir()
 	r, err = c.Execute("SHOW BINARY LOGS")
@@ -142,7 +143,7 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 	}
 
 	// (b) run from a checkpoint in the purged files, source.archive set.
-	cp, _ := json.Marshal(checkpoint.Checkpoint{Version: checkpoint.Version, File: from.File, Pos: from.Pos, GTIDSet: from.GTIDSet, Flavor: binlog.FlavorMariaDB, UpdatedAt: time.Now()})
+	cp, _ := json.Marshal(checkpoint.Checkpoint{Version: checkpoint.Version, File: from.File, Pos: from.Pos, GTIDSet: from.GTIDSet, Flavor: serverFlavor(), UpdatedAt: time.Now()})
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	if err := rdb.Set(context.Background(), e.key, cp, 0).Err(); err != nil {

@@ -349,7 +349,7 @@ func TestCheckPurgedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := r.GetInt(0, 0)
-	e.saveCheckpoint(checkpoint.Checkpoint{File: "mariadb-bin.000000", Pos: 4, ServerID: uint32(id), Flavor: "mariadb"})
+	e.saveCheckpoint(checkpoint.Checkpoint{File: "mariadb-bin.000000", Pos: 4, ServerID: uint32(id), Flavor: serverFlavor()})
 	for _, c := range []struct {
 		env  []string
 		code int

@@ -280,7 +280,7 @@ func TestFirstRunNeedsStartOption(t *testing.T) {
 // no checkpoint written.
 func TestRunBadStart(t *testing.T) {
 	c := newEnv(t).sql()
-	r, err := c.Execute("SHOW MASTER STATUS")
+	r, err := binlogStatus(c)
 	c.Close()
 	if err != nil {
 		t.Fatal(err)
