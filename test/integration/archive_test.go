@@ -50,13 +50,8 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 		}
 	}
 	w := e.writer()
-	f0, p0 := e.masterPos()
-	from := binlog.Position{File: f0, Pos: p0}
-	r, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", f0, p0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	from.GTIDSet, _ = r.GetString(0, 0)
+	from := e.binlogEnd()
+	f0 := from.File
 	a := workload.Generate(71, 0, 20, 1500, 1, 40, 200)
 	if err := produce(w, a); err != nil {
 		t.Fatal(err)
@@ -72,7 +67,7 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 	current, _ := e.masterPos()
 
 	// Copy the server's binlogs (all but the current file are closed).
-	r, err = c.Execute("SELECT @@log_bin_basename")
+	r, err := c.Execute("SELECT @@log_bin_basename")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -406,6 +406,32 @@ func (e *env) masterPos() (string, uint32) {
 	return f, uint32(p)
 }
 
+// binlogEnd returns the current end of the binlog with the server's GTID
+// set there (MySQL: Executed_Gtid_Set; MariaDB: BINLOG_GTID_POS).
+func (e *env) binlogEnd() binlog.Position {
+	c := e.sql()
+	defer c.Close()
+	r, err := binlogStatus(c)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var p binlog.Position
+	p.File, _ = r.GetString(0, 0)
+	pos, _ := r.GetUint(0, 1)
+	p.Pos = uint32(pos)
+	if isMySQL() {
+		set, _ := r.GetStringByName(0, "Executed_Gtid_Set")
+		p.GTIDSet = strings.ReplaceAll(set, "\n", "")
+		return p
+	}
+	g, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p.GTIDSet, _ = g.GetString(0, 0)
+	return p
+}
+
 // binlogStatus runs SHOW BINARY LOG STATUS (MySQL 8.2+, MariaDB 10.5.2+),
 // or SHOW MASTER STATUS where the server does not know it (MySQL 9 removed
 // the latter).
