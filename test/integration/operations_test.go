@@ -129,7 +129,7 @@ func TestCheckpointCommands(t *testing.T) {
 	if _, code = e.cli(nil, "checkpoint", "set", "gtid:0-1-2"); code != 2 {
 		t.Fatalf("set gtid in file mode: exit %d, want 2", code)
 	}
-	if out, code = e.cli([]string{"CDC_OUTBOX_SOURCE_POSITION_MODE=gtid"}, "checkpoint", "set", "gtid:not-a-set"); code != 1 || !strings.Contains(out, "not a mariadb GTID set") {
+	if out, code = e.cli([]string{"CDC_OUTBOX_SOURCE_POSITION_MODE=gtid"}, "checkpoint", "set", "gtid:not-a-set"); code != 1 || !strings.Contains(out, "not a "+serverFlavor()+" GTID set") {
 		t.Fatalf("set to an invalid GTID set: exit %d, want 1", code)
 	}
 	if after := e.checkpoint(); after == nil || after.File != cp.File || after.Pos != cp.Pos {
