@@ -107,6 +107,12 @@ func (s *Server) CheckPosition(p Position) error {
 	if r.RowNumber() == 0 {
 		return nil
 	}
+	// MySQL 8.4+ answers with the first event at or after FROM (MariaDB
+	// and older MySQL fail when no event starts there).
+	if at, err := r.GetUintByName(0, "Pos"); err == nil && at != uint64(p.Pos) {
+		return fmt.Errorf("%w: no event starts at %s (the next one starts at %d): use an end position of a transaction, e.g. the binlog_txn_end header of a record",
+			ErrPositionUnavailable, p.FilePos(), at)
+	}
 	typ, _ := r.GetStringByName(0, "Event_type")
 	info, _ := r.GetStringByName(0, "Info")
 	if slices.Contains(boundaryEvents, typ) || (typ == "Query" && strings.EqualFold(strings.TrimSpace(info), "BEGIN")) {

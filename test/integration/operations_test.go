@@ -143,7 +143,8 @@ func TestCheckpointCommands(t *testing.T) {
 		!strings.Contains(out, fmt.Sprintf("position    %s:%d", file, pos)) {
 		t.Fatalf("set: exit %d", code)
 	}
-	if now := e.checkpoint(); now == nil || now.File != file || now.Pos != pos || now.GTIDSet == "" || now.Partitions[e.topic] != partitions {
+	// the GTID set there comes from BINLOG_GTID_POS, which MySQL lacks
+	if now := e.checkpoint(); now == nil || now.File != file || now.Pos != pos || (now.GTIDSet == "") != isMySQL() || now.Partitions[e.topic] != partitions {
 		t.Fatalf("after set: %+v", now)
 	}
 
@@ -310,6 +311,7 @@ func TestRecoverCheckpoint(t *testing.T) {
 // check says so as a WARN line of its report (naming the GRANT) instead of
 // a log line in the middle of it, and does not claim the server_id unused.
 func TestCheckWarnsWithoutReplicaListing(t *testing.T) {
+	onlyMariaDB(t, "on MySQL listing replicas needs REPLICATION SLAVE, which the binlog dump needs anyway")
 	e := newEnv(t)
 	user := "chk_" + runID
 	c := e.sql()
