@@ -306,7 +306,8 @@ func (e *env) xaRow(c *client.Conn, conv int64) {
 }
 
 // XA transactions (XA START … XA END; XA PREPARE; later XA COMMIT or XA
-// ROLLBACK, from another session): rows are published at XA COMMIT, never
+// ROLLBACK; from the same session: MariaDB keeps a prepared XA transaction
+// attached to it until it disconnects): rows are published at XA COMMIT, never
 // at XA PREPARE, and not at all after XA ROLLBACK. A publisher killed while
 // a prepared one is pending resumes from before it (its checkpoint does not
 // pass the prepare), so the rows are still published at the XA COMMIT.
@@ -324,6 +325,16 @@ func TestXATransactions(t *testing.T) {
 			}
 		}
 	}
+	// a failed run must not leave a prepared XA transaction behind (MariaDB
+	// keeps it, detached, after the session ends)
+	t.Cleanup(func() {
+		if c, err := client.Connect(mysqlAddr, mysqlUser, mysqlPass, mysqlDB); err == nil {
+			for _, x := range []string{"cdc_xa1_", "cdc_xa2_"} {
+				_, _ = c.Execute("XA ROLLBACK '" + x + runID + "'")
+			}
+			c.Close()
+		}
+	})
 	cons := verify.NewConsumer(brokers, e.topic)
 	seen := map[string]int{}
 	// waitKey polls until conversation key has a record, then checks
@@ -351,9 +362,9 @@ func TestXATransactions(t *testing.T) {
 		}
 	}
 	before := e.binlogEnd()
-	exec(c, "XA START 'cdc_xa1'")
+	exec(c, "XA START 'cdc_xa1_"+runID+"'")
 	e.xaRow(c, 1)
-	exec(c, "XA END 'cdc_xa1'", "XA PREPARE 'cdc_xa1'")
+	exec(c, "XA END 'cdc_xa1_"+runID+"'", "XA PREPARE 'cdc_xa1_"+runID+"'")
 	// a regular transaction after the prepare goes out; the XA one does not
 	w := e.writer()
 	if err := w.Txn([]workload.Row{{ConversationID: 2, SeqNo: 1, SenderID: 1, ReceiverID: 2, Payload: []byte(`{"conv": 2}`)}}, false); err != nil {
@@ -371,19 +382,17 @@ func TestXATransactions(t *testing.T) {
 	}
 	p.kill(t)
 	e.start()
-	c2 := e.sql()
-	defer c2.Close()
-	exec(c2, "XA COMMIT 'cdc_xa1'")
+	exec(c, "XA COMMIT 'cdc_xa1_"+runID+"'")
 	waitKey("1")
 
 	// prepared, then rolled back: nothing, while what follows goes out
-	exec(c, "XA START 'cdc_xa2'")
+	exec(c, "XA START 'cdc_xa2_"+runID+"'")
 	e.xaRow(c, 3)
-	exec(c, "XA END 'cdc_xa2'", "XA PREPARE 'cdc_xa2'")
-	exec(c2, "XA ROLLBACK 'cdc_xa2'")
-	exec(c, "XA START 'cdc_xa3'")
+	exec(c, "XA END 'cdc_xa2_"+runID+"'", "XA PREPARE 'cdc_xa2_"+runID+"'")
+	exec(c, "XA ROLLBACK 'cdc_xa2_"+runID+"'")
+	exec(c, "XA START 'cdc_xa3_"+runID+"'")
 	e.xaRow(c, 4)
-	exec(c, "XA END 'cdc_xa3'", "XA COMMIT 'cdc_xa3' ONE PHASE")
+	exec(c, "XA END 'cdc_xa3_"+runID+"'", "XA COMMIT 'cdc_xa3_"+runID+"' ONE PHASE")
 	waitKey("4", "3")
 	if seen["1"] < 1 || seen["2"] < 1 {
 		t.Fatalf("records per conversation: %v", seen)
