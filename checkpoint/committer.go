@@ -116,16 +116,19 @@ func (c *Committer) take(a Ack) {
 func (c *Committer) final() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timeout)
 	defer cancel()
-	if err := c.save(ctx); err != nil {
+	if err := c.saveWith(ctx, c.w.Write); err != nil {
 		return err
 	}
+	c.w.syncMirror(ctx, c.Saved())
 	if p := c.Saved(); !p.IsZero() {
 		c.log.Info("checkpoint written", zap.String("file", p.File), zap.Uint32("pos", p.Pos), zap.String("gtid_set", p.GTIDSet))
 	}
 	return nil
 }
 
-func (c *Committer) save(ctx context.Context) error {
+func (c *Committer) save(ctx context.Context) error { return c.saveWith(ctx, c.w.periodic) }
+
+func (c *Committer) saveWith(ctx context.Context, write func(context.Context, binlog.Position) error) error {
 	c.mu.Lock()
 	p, saved := c.acked, c.saved
 	c.mu.Unlock()
@@ -134,7 +137,7 @@ func (c *Committer) save(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.w.Write(ctx, p); err != nil {
+	if err := write(ctx, p); err != nil {
 		if c.obs != nil {
 			c.obs.CheckpointFailed()
 		}

@@ -64,11 +64,26 @@ type Config struct {
 	// published by cdc-outbox, resume from the position their
 	// binlog_txn_end headers give instead of refusing to start.
 	Recover bool `yaml:"recover" env:"RECOVER"`
+	// MirrorTopic is a compacted Kafka topic holding a copy of the
+	// checkpoint (record key: Key): when the Redis key is lost (flushed,
+	// evicted, a Redis without persistence), run resumes from the copy
+	// instead of needing a start option. run creates it (cleanup.policy
+	// compact) when missing. "" keeps the checkpoint in Redis only.
+	MirrorTopic string `yaml:"mirror-topic" env:"MIRROR_TOPIC"`
+	// MirrorInterval is how often the periodic checkpoint writes are also
+	// copied to MirrorTopic (every other write is copied at once: the
+	// first start, the final write at shutdown, checkpoint set/reset).
+	MirrorInterval time.Duration `yaml:"mirror-interval" env:"MIRROR_INTERVAL"`
 }
+
+// DefaultMirrorTopic is the default checkpoint.mirror-topic, shared by
+// every source (one record key per checkpoint key).
+const DefaultMirrorTopic = "cdc-outbox.checkpoints"
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Addr: "127.0.0.1:6379", Key: "cdc-outbox:checkpoint:default", Interval: time.Second, Timeout: 2 * time.Second}
+	return Config{Addr: "127.0.0.1:6379", Key: "cdc-outbox:checkpoint:default", Interval: time.Second, Timeout: 2 * time.Second,
+		MirrorTopic: DefaultMirrorTopic, MirrorInterval: 10 * time.Second}
 }
 
 // Validate checks the configuration and returns all problems joined.
@@ -88,6 +103,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("checkpoint.timeout: %s: want > 0", c.Timeout))
+	}
+	if c.MirrorTopic != "" && !validTopic(c.MirrorTopic) {
+		errs = append(errs, fmt.Errorf("checkpoint.mirror-topic: %q: want a Kafka topic name (letters, digits, '.', '_', '-'; at most 249), or \"\" to keep checkpoints in Redis only", c.MirrorTopic))
+	}
+	if c.MirrorTopic != "" && c.MirrorInterval < c.Interval {
+		errs = append(errs, fmt.Errorf("checkpoint.mirror-interval: %s: want at least checkpoint.interval (%s)", c.MirrorInterval, c.Interval))
 	}
 	return errors.Join(errs...)
 }
@@ -124,21 +145,32 @@ func (s *Store) Load(ctx context.Context) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: GET %s from %s: %w", s.key, s.cfg.Addr, err)
 	}
+	return Parse(s.key, b)
+}
+
+// Parse decodes a stored checkpoint value (JSON) of key; a value that is
+// not a valid Checkpoint is ErrCorrupt naming key.
+func Parse(key string, b []byte) (*Checkpoint, error) {
 	var c Checkpoint
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: key %s: %v", ErrCorrupt, s.key, err)
+		return nil, fmt.Errorf("%w: key %s: %v", ErrCorrupt, key, err)
 	}
 	if c.Version != Version || (c.File == "" && c.GTIDSet == "") {
-		return nil, fmt.Errorf("%w: key %s: version %d, file %q, gtid_set %q", ErrCorrupt, s.key, c.Version, c.File, c.GTIDSet)
+		return nil, fmt.Errorf("%w: key %s: version %d, file %q, gtid_set %q", ErrCorrupt, key, c.Version, c.File, c.GTIDSet)
 	}
 	return &c, nil
 }
 
-// Save writes c (setting Version and UpdatedAt) with a single SET.
-func (s *Store) Save(ctx context.Context, c Checkpoint) error {
+// Encode returns c as stored (Version and UpdatedAt set), in JSON.
+func Encode(c Checkpoint) ([]byte, error) {
 	c.Version = Version
 	c.UpdatedAt = time.Now().UTC()
-	b, err := json.Marshal(c)
+	return json.Marshal(c)
+}
+
+// Save writes c (setting Version and UpdatedAt) with a single SET.
+func (s *Store) Save(ctx context.Context, c Checkpoint) error {
+	b, err := Encode(c)
 	if err != nil {
 		return err
 	}
@@ -179,4 +211,17 @@ func (s *Store) Persistence(ctx context.Context) (aof, rdb bool, err error) {
 		return false, false, err
 	}
 	return a["appendonly"] == "yes", save["save"] != "", nil
+}
+
+// validTopic reports whether t is a legal Kafka topic name.
+func validTopic(t string) bool {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return false
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

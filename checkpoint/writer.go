@@ -2,8 +2,10 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 )
@@ -16,6 +18,19 @@ type Backend interface {
 	Save(ctx context.Context, c Checkpoint) error
 	// Key names the checkpoint for messages (the Redis key).
 	Key() string
+}
+
+// Mirror keeps a copy of checkpoint values outside Redis (sink.Mirror: a
+// compacted Kafka topic keyed by the checkpoint key), so that a lost Redis
+// key is recovered without loss (pipeline.Decide).
+type Mirror interface {
+	// Save stores value as key's copy.
+	Save(ctx context.Context, key string, value []byte) error
+	// Load returns key's copy; found false when there is none (or it was
+	// deleted).
+	Load(ctx context.Context, key string) (value []byte, found bool, err error)
+	// Delete removes key's copy (a tombstone).
+	Delete(ctx context.Context, key string) error
 }
 
 // Source describes the server a checkpoint's positions belong to.
@@ -34,14 +49,29 @@ type Writer struct {
 	b   Backend
 	src Source
 
-	mu    sync.Mutex
-	parts map[string]int
+	mirror      Mirror
+	mirrorEvery time.Duration
+	mirrorErr   func(error)
+
+	mu       sync.Mutex
+	parts    map[string]int
+	mirrored time.Time       // last copy to the mirror
+	copied   binlog.Position // and its position
 }
 
 // NewWriter returns a Writer storing into b for the server src, with the
 // target topics' partition counts parts (nil: none known yet).
 func NewWriter(b Backend, src Source, parts map[string]int) *Writer {
 	return &Writer{b: b, src: src, parts: maps.Clone(parts)}
+}
+
+// SetMirror makes every write also copy the value to m: at once for
+// Write, at most every `every` for the Committer's periodic writes. A
+// failed copy is reported to onErr (the Redis write stands: an older copy
+// is still a safe position to resume from, it only means more
+// duplicates). Call it before the first write.
+func (w *Writer) SetMirror(m Mirror, every time.Duration, onErr func(error)) {
+	w.mirror, w.mirrorEvery, w.mirrorErr = m, every, onErr
 }
 
 // Key names the checkpoint (the Redis key).
@@ -73,10 +103,61 @@ func (w *Writer) Partitions() map[string]int {
 	return maps.Clone(w.parts)
 }
 
-// Write stores p as the checkpoint: everything before p was acknowledged
-// (or deliberately skipped, source.on-purged). Errors are the Backend's.
+// Write stores p as the checkpoint, and its copy in the mirror:
+// everything before p was acknowledged (or deliberately skipped,
+// source.on-purged). Errors are the Backend's.
 func (w *Writer) Write(ctx context.Context, p binlog.Position) error {
-	return w.b.Save(ctx, w.value(p))
+	return w.write(ctx, p, true)
+}
+
+// periodic is Write for the Committer's periodic writes: the copy to the
+// mirror is made at most every mirror interval.
+func (w *Writer) periodic(ctx context.Context, p binlog.Position) error {
+	return w.write(ctx, p, false)
+}
+
+func (w *Writer) write(ctx context.Context, p binlog.Position, mirror bool) error {
+	v := w.value(p)
+	if err := w.b.Save(ctx, v); err != nil {
+		return err
+	}
+	if w.mirror == nil {
+		return nil
+	}
+	w.mu.Lock()
+	due := mirror || time.Since(w.mirrored) >= w.mirrorEvery
+	w.mu.Unlock()
+	if !due {
+		return nil
+	}
+	b, err := Encode(v)
+	if err == nil {
+		err = w.mirror.Save(ctx, w.b.Key(), b)
+	}
+	if err != nil {
+		if w.mirrorErr != nil {
+			w.mirrorErr(fmt.Errorf("checkpoint: copy of %s to the mirror: %w", w.b.Key(), err))
+		}
+		return nil
+	}
+	w.mu.Lock()
+	w.mirrored, w.copied = time.Now(), p
+	w.mu.Unlock()
+	return nil
+}
+
+// syncMirror copies p to the mirror when the last copy is of another
+// position (the final write at shutdown: the copy is then up to date).
+func (w *Writer) syncMirror(ctx context.Context, p binlog.Position) {
+	if w.mirror == nil || p.IsZero() {
+		return
+	}
+	w.mu.Lock()
+	done := w.copied == p
+	w.mu.Unlock()
+	if !done {
+		_ = w.write(ctx, p, true)
+	}
 }
 
 func (w *Writer) value(p binlog.Position) Checkpoint {

@@ -47,7 +47,7 @@ func backfillError(format string, a ...any) error {
 func IsFatal(err error) bool {
 	return binlog.IsFatal(err) || sink.IsFatal(err) || errors.Is(err, router.ErrTopic) ||
 		errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, ErrPartitionsChanged) || errors.Is(err, ErrRecover) ||
-		errors.Is(err, ErrTopicMissing) || errors.Is(err, ErrBackfill)
+		errors.Is(err, ErrTopicMissing) || errors.Is(err, ErrBackfill) || errors.Is(err, sink.ErrMirror)
 }
 
 // ReachHint names the setting behind a failed connection to Kafka or Redis

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,11 +82,12 @@ type Options struct {
 // applying source.on-purged first, restarting from the last acknowledged
 // position after retryable errors.
 type Publisher struct {
-	cfg   config.Config
-	opts  Options
-	store *checkpoint.Store
-	obs   Observer
-	log   *zap.Logger
+	cfg    config.Config
+	opts   Options
+	store  *checkpoint.Store
+	mirror *sink.Mirror // nil: checkpoint.mirror-topic ""
+	obs    Observer
+	log    *zap.Logger
 
 	resume binlog.Position // newest acknowledged position, once known
 	known  bool
@@ -95,6 +97,7 @@ type Publisher struct {
 	// deadLettered counts the records the sink dead-lettered, over restarts.
 	deadLettered uint64
 	headroom     *logging.Limiter // the oldest-binlog warning: once per 10 min
+	mirrorWarn   *logging.Limiter // failed copies to the mirror: once a minute
 }
 
 // LivenessPeriod is how long the publisher may go without a tick before
@@ -112,8 +115,12 @@ func NewPublisher(cfg config.Config, opts Options, obs Observer, log *zap.Logger
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), obs: obs, log: log,
-		headroom: logging.NewLimiter(10*time.Minute, 1)}
+	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), obs: obs, log: log,
+		headroom: logging.NewLimiter(10*time.Minute, 1), mirrorWarn: logging.NewLimiter(time.Minute, 1)}
+	if cfg.Checkpoint.MirrorTopic != "" {
+		p.mirror = sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
+	}
+	return p
 }
 
 // Run runs the pipeline until ctx is cancelled (nil, after draining) or a
@@ -121,6 +128,9 @@ func NewPublisher(cfg config.Config, opts Options, obs Observer, log *zap.Logger
 // a backoff capped at retry-backoff-max.
 func (p *Publisher) Run(ctx context.Context) error {
 	defer p.store.Close()
+	if p.mirror != nil {
+		defer p.mirror.Close()
+	}
 	cfg := p.cfg
 	src := cfg.Source.Redacted()
 	p.log.Info("starting", zap.String("version", p.opts.Version),
@@ -208,22 +218,44 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 		if ok, err := p.store.Persistent(ctx); err == nil && !ok {
 			p.log.Warn("Redis does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; enable appendonly yes")
 		}
+		if p.mirror != nil {
+			created, err := p.mirror.Ensure(ctx)
+			if err != nil {
+				return err
+			}
+			if created {
+				p.log.Info("created the checkpoint mirror topic (cleanup.policy compact)", zap.String("topic", p.mirror.Topic()))
+			}
+		}
 	}
 	ident := checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}
-	var cp *checkpoint.Checkpoint
+	var cp, mcp *checkpoint.Checkpoint // Redis's, and the mirror's when Redis has none
 	if !p.known {
 		if cp, err = p.store.Load(ctx); err != nil {
 			return err
 		}
+		if cp == nil && p.mirror != nil {
+			if mcp, err = p.loadMirror(ctx); err != nil {
+				return err
+			}
+		}
 	}
-	if err := p.checkPartitions(ctx, cp); err != nil {
+	if err := p.checkPartitions(ctx, cmp.Or(cp, mcp)); err != nil {
 		return err
 	}
 	cpw := checkpoint.NewWriter(p.store, ident, p.parts)
+	if p.mirror != nil {
+		cpw.SetMirror(p.mirror, cfg.Checkpoint.MirrorInterval, func(err error) {
+			if ok, n := p.mirrorWarn.Allow(time.Now()); ok {
+				p.log.Warn("cannot copy the checkpoint to the mirror topic; Redis has it, a lost Redis key would resume from the older copy (more duplicates, nothing lost)",
+					zap.Error(err), zap.Int("suppressed", n))
+			}
+		})
+	}
 	from := p.resume
 	saved := from
 	if !p.known {
-		if from, err = p.first(ctx, srv, cp, cpw); err != nil {
+		if from, err = p.first(ctx, srv, cp, mcp, cpw); err != nil {
 			return err
 		}
 		saved = from
@@ -299,14 +331,34 @@ func (g *progress) ack(a sink.Ack) {
 	g.p.tick()
 }
 
+// loadMirror returns the checkpoint's copy in the mirror topic, nil when
+// there is none.
+func (p *Publisher) loadMirror(ctx context.Context) (*checkpoint.Checkpoint, error) {
+	b, found, err := p.mirror.Load(ctx, p.store.Key())
+	if err != nil {
+		return nil, fmt.Errorf("the checkpoint is missing from Redis; reading its copy from %s: %w", p.mirror.Topic(), err)
+	}
+	if !found {
+		return nil, nil
+	}
+	c, err := checkpoint.Parse(p.store.Key(), b)
+	if err != nil {
+		return nil, fmt.Errorf("the checkpoint's copy in %s: %w", p.mirror.Topic(), err)
+	}
+	return c, nil
+}
+
 // first decides where the first pipeline start begins (Decide) and
 // returns the position to stream from, stored as the checkpoint.
-func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp *checkpoint.Checkpoint, cpw *checkpoint.Writer) (binlog.Position, error) {
+func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *checkpoint.Checkpoint, cpw *checkpoint.Writer) (binlog.Position, error) {
 	cfg := p.cfg
 	f := Facts{Checkpoint: cp, Key: p.store.Key(), Server: checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()},
 		PositionMode: cfg.Source.PositionMode, Start: cfg.Source.Start, ExplicitStart: p.opts.ExplicitStart,
 		Backfill: cfg.Source.Backfill || p.opts.Backfill, BackfillFlag: p.opts.Backfill, Recover: cfg.Checkpoint.Recover,
 		Topic: cfg.Router.Topic, Template: strings.Contains(cfg.Router.Topic, "{")}
+	if mcp != nil {
+		f.Mirror, f.MirrorTopic = mcp, p.mirror.Topic()
+	}
 	if NeedsHeads(f) {
 		heads, err := sink.NewestHeaders(ctx, cfg.Kafka.Brokers, f.Topic)
 		if err != nil {
@@ -336,6 +388,14 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp *checkpoin
 	}
 	switch d.Action {
 	case Resume:
+		if d.FromMirror {
+			if f.Mirror.Partitions != nil {
+				cpw.SetPartitions(f.Mirror.Partitions)
+			}
+			if err := cpw.Write(ctx, d.At); err != nil {
+				return binlog.Position{}, err
+			}
+		}
 		return d.At, nil
 	case Backfill:
 		return p.backfill(ctx, srv, cpw)

@@ -8,6 +8,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"go.uber.org/zap"
 )
 
@@ -91,9 +92,93 @@ func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, forc
 		return res, err
 	}
 	w := checkpoint.NewWriter(store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}, parts)
+	if cfg.Checkpoint.MirrorTopic != "" {
+		m := sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
+		defer m.Close()
+		if _, err := m.Ensure(ctx); err != nil {
+			return res, err
+		}
+		w.SetMirror(m, 0, func(err error) {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%v: a lost Redis key would resume from the older copy", err))
+		})
+	}
 	if err := w.Write(ctx, binlog.Position{File: pos.File, Pos: pos.Pos, GTIDSet: pos.GTIDSet}); err != nil {
 		return res, err
 	}
 	res.New, err = store.Load(ctx)
 	return res, err
+}
+
+// Stored is one source's checkpoint as Redis and the mirror hold it.
+type Stored struct {
+	Key string
+	// Redis: the checkpoint in Redis (nil: none); RedisCorrupt: the
+	// value there does not parse (ErrCorrupt), then Redis is nil.
+	Redis        *checkpoint.Checkpoint
+	RedisCorrupt error
+	// MirrorTopic is checkpoint.mirror-topic ("" for none); Mirror the
+	// copy there (nil: none); MirrorErr why it could not be read.
+	MirrorTopic string
+	Mirror      *checkpoint.Checkpoint
+	MirrorErr   error
+}
+
+// Wins names the checkpoint run resumes from: "redis" (the primary
+// store), else "mirror" (Redis lost the key), else "none".
+func (s Stored) Wins() string {
+	switch {
+	case s.Redis != nil || s.RedisCorrupt != nil:
+		return "redis"
+	case s.Mirror != nil:
+		return "mirror"
+	}
+	return "none"
+}
+
+// LoadStored reads the checkpoint from Redis and its copy from the
+// mirror. Only Redis errors are returned (the mirror's are in MirrorErr).
+func LoadStored(ctx context.Context, cfg config.Config, log *zap.Logger) (Stored, error) {
+	s := Stored{Key: cfg.Checkpoint.Key, MirrorTopic: cfg.Checkpoint.MirrorTopic}
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+	cp, err := store.Load(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		s.RedisCorrupt = err
+	case err != nil:
+		return s, err
+	}
+	s.Redis = cp
+	if s.MirrorTopic != "" {
+		m := sink.NewMirror(cfg.Kafka, s.MirrorTopic, log)
+		defer m.Close()
+		b, found, err := m.Load(ctx, s.Key)
+		switch {
+		case err != nil:
+			s.MirrorErr = err
+		case found:
+			s.Mirror, s.MirrorErr = checkpoint.Parse(s.Key, b)
+		}
+	}
+	return s, nil
+}
+
+// DeleteStored deletes the checkpoint from Redis and writes a tombstone
+// for its copy in the mirror, so that the next run starts from its start
+// option. It reports whether the Redis key existed.
+func DeleteStored(ctx context.Context, cfg config.Config, log *zap.Logger) (bool, error) {
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
+	existed, err := store.Delete(ctx)
+	if err != nil {
+		return false, err
+	}
+	if cfg.Checkpoint.MirrorTopic != "" {
+		m := sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
+		defer m.Close()
+		if err := m.Delete(ctx, cfg.Checkpoint.Key); err != nil {
+			return existed, fmt.Errorf("the Redis key is deleted, but its copy in %s is not (%w): the next run would resume from the copy; run reset again once Kafka is reachable", cfg.Checkpoint.MirrorTopic, err)
+		}
+	}
+	return existed, nil
 }

@@ -17,6 +17,10 @@ import (
 type Facts struct {
 	// Checkpoint: the stored checkpoint, nil when there is none.
 	Checkpoint *checkpoint.Checkpoint
+	// Mirror: the checkpoint's copy in checkpoint.mirror-topic, nil when
+	// there is none (or no mirror); MirrorTopic names the topic.
+	Mirror      *checkpoint.Checkpoint
+	MirrorTopic string
 	// Key: the checkpoint's key, for messages.
 	Key string
 	// Server: the source server now.
@@ -68,13 +72,16 @@ type Decision struct {
 	Action Action
 	At     binlog.Position // Resume
 	Start  string          // StartAt
-	Notes  []Note
+	// FromMirror: Resume at the mirror's copy (the Redis key was lost);
+	// the position is to be written back to Redis.
+	FromMirror bool
+	Notes      []Note
 }
 
 // NeedsHeads reports whether Decide needs Facts.Heads: no checkpoint, a
 // fixed topic, and no --start (with --start the operator decided).
 func NeedsHeads(f Facts) bool {
-	return f.Checkpoint == nil && !f.Template && !f.ExplicitStart
+	return f.Checkpoint == nil && f.Mirror == nil && !f.Template && !f.ExplicitStart
 }
 
 // Decide returns where the first pipeline start begins, or the error that
@@ -84,6 +91,17 @@ func NeedsHeads(f Facts) bool {
 func Decide(f Facts) (Decision, error) {
 	if cp := f.Checkpoint; cp != nil {
 		return decideResume(f, cp)
+	}
+	if m := f.Mirror; m != nil {
+		// Redis lost the key (flushed, evicted, restarted without
+		// persistence): the copy is a position every record before which
+		// was acknowledged, so resuming there loses nothing.
+		d, err := decideResume(f, m)
+		d.FromMirror = true
+		d.Notes = append([]Note{{Warn: true, Msg: "the checkpoint is missing from Redis: resuming from its copy in the mirror topic (records after it are published again); it is written back to Redis",
+			Fields: []zap.Field{zap.String("key", f.Key), zap.String("mirror_topic", f.MirrorTopic), zap.String("file", m.File), zap.Uint32("pos", m.Pos),
+				zap.String("gtid_set", m.GTIDSet), zap.Time("copied_at", m.UpdatedAt)}}}, d.Notes...)
+		return d, err
 	}
 	if f.Backfill && !f.ExplicitStart {
 		return decideBackfill(f)

@@ -45,6 +45,10 @@ func TestDecide(t *testing.T) {
 		{name: "backfill, template topic", f: with(func(f *Facts) { f.Backfill, f.Template = true, true }), action: Backfill, noteHas: "template"},
 		{name: "backfill, interrupted backfill in the topic", f: with(func(f *Facts) { f.Backfill, f.Heads = true, backfilled }), action: Backfill, noteHas: "interrupted backfill"},
 		{name: "backfill, streamed records in the topic: refused", f: with(func(f *Facts) { f.Backfill, f.Heads = true, streamed }), wantErr: ErrBackfill, errHas: "not a first start"},
+		{name: "Redis lost the key, the mirror has a copy: resume from it", f: with(func(f *Facts) { f.Mirror, f.MirrorTopic = cp, "m" }), action: Resume, noteHas: "copy in the mirror topic"},
+		{name: "mirror copy and records in the topic: the copy wins", f: with(func(f *Facts) { f.Mirror, f.Heads = cp, streamed }), action: Resume, noteHas: "copy in the mirror topic"},
+		{name: "mirror copy of another server, file mode: refused", f: with(func(f *Facts) { f.Mirror, f.Server.ServerID = cp, 2 }), wantErr: binlog.ErrStart, errHas: "position-mode: gtid"},
+		{name: "mirror copy and --backfill: refused", f: with(func(f *Facts) { f.Mirror, f.Backfill, f.BackfillFlag = cp, true, true }), wantErr: ErrBackfill},
 		{name: "backfill and --start: the start wins", f: with(func(f *Facts) { f.Backfill, f.ExplicitStart, f.Start = true, true, "b.000001:4" }), action: StartAt, start: "b.000001:4"},
 	}
 	for _, c := range cases {
@@ -61,6 +65,9 @@ func TestDecide(t *testing.T) {
 			}
 			if d.Action != c.action || (c.action == StartAt && d.Start != c.start) {
 				t.Fatalf("Decide = %+v, want action %d start %q", d, c.action, c.start)
+			}
+			if d.FromMirror != (c.f.Checkpoint == nil && c.f.Mirror != nil) {
+				t.Fatalf("FromMirror = %v", d.FromMirror)
 			}
 			if c.action == Resume && d.At != cp.Position() {
 				t.Fatalf("resume at %v, want %v", d.At, cp.Position())
@@ -88,6 +95,7 @@ func TestNeedsHeads(t *testing.T) {
 		{Facts{Template: true}, false},
 		{Facts{ExplicitStart: true}, false},
 		{Facts{Backfill: true}, true},
+		{Facts{Mirror: &checkpoint.Checkpoint{}}, false},
 	} {
 		if got := NeedsHeads(c.f); got != c.want {
 			t.Errorf("NeedsHeads(%+v) = %v, want %v", c.f, got, c.want)

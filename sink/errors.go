@@ -104,3 +104,8 @@ func (e *PoisonError) Is(target error) bool { return target == ErrPoison }
 
 // Unwrap returns the cause.
 func (e *PoisonError) Unwrap() error { return e.Err }
+
+// ErrMirror reports a checkpoint mirror topic (checkpoint.mirror-topic)
+// that cannot be used: missing and not creatable. Fatal: the error names
+// the fix.
+var ErrMirror = errors.New("sink: checkpoint mirror topic")

@@ -63,26 +63,44 @@ partition counts stored with it. Exit status 0 also when there is none;
 				return err
 			}
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
-			store := checkpoint.NewStore(cfg.Checkpoint)
-			defer store.Close()
 			out := cmd.OutOrStdout()
-			cp, err := store.Load(ctx)
-			if errors.Is(err, checkpoint.ErrCorrupt) {
-				return failed(out, "%v", err)
-			}
+			st, err := pipeline.LoadStored(ctx, cfg, zap.NewNop())
 			if err != nil {
 				return err
 			}
+			if st.RedisCorrupt != nil {
+				return failed(out, "%v", st.RedisCorrupt)
+			}
 			now := time.Now()
 			if asJSON {
-				return writeJSON(out, showJSON(store.Key(), cp, now))
+				return writeJSON(out, showJSON(st, now))
 			}
+			cp := st.Redis
 			if cp == nil {
-				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s): the next run starts from source.start (or --start)\n", store.Key(), cfg.Checkpoint.Addr)
-				return nil
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s)\n", st.Key, cfg.Checkpoint.Addr)
+			} else {
+				fmt.Fprintf(out, "checkpoint %s (%s)\n", st.Key, cfg.Checkpoint.Addr)
+				status.WriteCheckpoint(out, "  ", cp, now)
 			}
-			fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
-			status.WriteCheckpoint(out, "  ", cp, now)
+			switch {
+			case st.MirrorTopic == "":
+				fmt.Fprintln(out, "mirror: none (checkpoint.mirror-topic is empty)")
+			case st.MirrorErr != nil:
+				fmt.Fprintf(out, "mirror %s: cannot read it: %v\n", st.MirrorTopic, st.MirrorErr)
+			case st.Mirror == nil:
+				fmt.Fprintf(out, "mirror %s: no copy\n", st.MirrorTopic)
+			default:
+				fmt.Fprintf(out, "mirror %s (copy):\n", st.MirrorTopic)
+				status.WriteCheckpoint(out, "  ", st.Mirror, now)
+			}
+			switch st.Wins() {
+			case "redis":
+				fmt.Fprintln(out, "wins: redis (the next run resumes from the Redis checkpoint)")
+			case "mirror":
+				fmt.Fprintln(out, "wins: mirror (Redis lost the key: the next run resumes from the copy and writes it back)")
+			default:
+				fmt.Fprintln(out, "wins: none: the next run starts from source.start (or --start)")
+			}
 			return nil
 		},
 	}
@@ -97,10 +115,21 @@ type showOutput struct {
 	Checkpoint *checkpoint.Checkpoint `json:"checkpoint"`
 	// AgeSeconds is the time since the checkpoint was written, in seconds.
 	AgeSeconds *float64 `json:"age_seconds"`
+	// MirrorTopic and Mirror: the copy in checkpoint.mirror-topic (null
+	// when none); MirrorError why it could not be read.
+	MirrorTopic string                 `json:"mirror_topic,omitempty"`
+	Mirror      *checkpoint.Checkpoint `json:"mirror"`
+	MirrorError string                 `json:"mirror_error,omitempty"`
+	// Wins: redis, mirror or none (where the next run resumes).
+	Wins string `json:"wins"`
 }
 
-func showJSON(key string, cp *checkpoint.Checkpoint, now time.Time) showOutput {
-	o := showOutput{Key: key, Checkpoint: cp}
+func showJSON(st pipeline.Stored, now time.Time) showOutput {
+	cp := st.Redis
+	o := showOutput{Key: st.Key, Checkpoint: cp, MirrorTopic: st.MirrorTopic, Mirror: st.Mirror, Wins: st.Wins()}
+	if st.MirrorErr != nil {
+		o.MirrorError = st.MirrorErr.Error()
+	}
 	if cp != nil {
 		age := now.Sub(cp.UpdatedAt).Round(time.Millisecond).Seconds()
 		o.AgeSeconds = &age
@@ -214,32 +243,32 @@ A running publisher writes the key again at its next write: stop it first.`,
 				return err
 			}
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
-			store := checkpoint.NewStore(cfg.Checkpoint)
-			defer store.Close()
 			out := cmd.OutOrStdout()
-			cp, err := store.Load(ctx)
-			corrupt := errors.Is(err, checkpoint.ErrCorrupt)
-			if err != nil && !corrupt {
+			st, err := pipeline.LoadStored(ctx, cfg, zap.NewNop())
+			if err != nil {
 				return err
 			}
 			switch {
-			case corrupt:
-				fmt.Fprintf(out, "checkpoint %s (%s): %v\n", store.Key(), cfg.Checkpoint.Addr, err)
-			case cp == nil:
-				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s): nothing to reset\n", store.Key(), cfg.Checkpoint.Addr)
+			case st.RedisCorrupt != nil:
+				fmt.Fprintf(out, "checkpoint %s (%s): %v\n", st.Key, cfg.Checkpoint.Addr, st.RedisCorrupt)
+			case st.Redis == nil && st.Mirror == nil:
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s) and no copy in the mirror: nothing to reset\n", st.Key, cfg.Checkpoint.Addr)
 				return nil
+			case st.Redis == nil:
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s); its copy in %s:\n", st.Key, cfg.Checkpoint.Addr, st.MirrorTopic)
+				status.WriteCheckpoint(out, "  ", st.Mirror, time.Now())
 			default:
-				fmt.Fprintf(out, "checkpoint %s (%s)\n", store.Key(), cfg.Checkpoint.Addr)
-				status.WriteCheckpoint(out, "  ", cp, time.Now())
+				fmt.Fprintf(out, "checkpoint %s (%s)\n", st.Key, cfg.Checkpoint.Addr)
+				status.WriteCheckpoint(out, "  ", st.Redis, time.Now())
 			}
 			if !yes {
 				fmt.Fprintln(out, "not deleted: add --yes to delete it")
 				return exitError{code: 2}
 			}
-			if _, err := store.Delete(ctx); err != nil {
-				return err
+			if _, err := pipeline.DeleteStored(ctx, cfg, zap.NewNop()); err != nil {
+				return failed(out, "%v", err)
 			}
-			fmt.Fprintf(out, "deleted %s; the next run needs --start (or --recover-checkpoint when the topic holds records); a running publisher writes it again at its next write\n", store.Key())
+			fmt.Fprintf(out, "deleted %s (and its copy in the mirror); the next run needs --start (or --recover-checkpoint when the topic holds records); a running publisher writes it again at its next write\n", st.Key)
 			return nil
 		},
 	}

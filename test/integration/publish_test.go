@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/verify"
@@ -343,6 +344,7 @@ func TestRunBadStart(t *testing.T) {
 // loss, and that position indeed loses nothing.
 func TestLostCheckpointNeedsExplicitStart(t *testing.T) {
 	e := newEnv(t)
+	e.noMirror = true // the lost checkpoint has no copy either (see TestLostCheckpointMirror)
 	p := e.start()
 	w := e.writer()
 	plan := workload.Generate(6, 0, 30, 1000, 1, 50, 100)
@@ -380,4 +382,80 @@ func TestLostCheckpointNeedsExplicitStart(t *testing.T) {
 	}
 	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute)
 	requireOK(t, rep)
+}
+
+// A lost Redis key never leads to a silent start from "latest": the
+// checkpoint's copy in the mirror topic (checkpoint.mirror-topic) resumes
+// without loss, whatever the topic's shape or content: a template topic
+// (whose records were never inspected), and a fixed topic on which nothing
+// was published yet (only the first checkpoint was stored).
+func TestLostCheckpointMirror(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	lose := func(t *testing.T, e *env) {
+		t.Helper()
+		if n, err := rdb.Del(context.Background(), e.key).Result(); err != nil || n != 1 {
+			t.Fatalf("DEL %s = %d, %v", e.key, n, err)
+		}
+	}
+	t.Run("template", func(t *testing.T) {
+		e := newEnv(t)
+		topic := e.topic + ".message.created"
+		createTopic(t, topic, partitions)
+		t.Setenv("CDC_OUTBOX_ROUTER_TOPIC", e.topic+".{event_type}")
+		p := e.start()
+		plan := workload.Generate(61, 0, 20, 300, 1, 20, 100)
+		if err := produce(e.writer(), plan); err != nil {
+			t.Fatal(err)
+		}
+		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, topic), time.Minute))
+		if code := p.stop(t, 30*time.Second); code != 0 {
+			t.Fatalf("exit code %d after SIGTERM", code)
+		}
+		lose(t, e)
+		more := workload.Generate(62, 100, 20, 2000, 1, 40, 100) // committed while stopped, Redis key gone
+		if err := produce(e.writer(), more); err != nil {
+			t.Fatal(err)
+		}
+		p = e.start() // the config says start: latest
+		if !logHas(p.log, "resuming from its copy in the mirror topic") {
+			b, _ := os.ReadFile(p.log)
+			t.Fatalf("not resumed from the mirror:\n%s", tail(string(b), 8))
+		}
+		for k, v := range more.Last {
+			plan.Last[k] = v
+		}
+		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, topic), time.Minute))
+		if cp := e.checkpoint(); cp == nil {
+			t.Fatal("the copy was not written back to Redis")
+		}
+		p.stop(t, 30*time.Second)
+	})
+	t.Run("unused", func(t *testing.T) {
+		e := newEnv(t)
+		p := e.start() // stores start: latest as the first checkpoint, and its copy
+		if code := p.stop(t, 30*time.Second); code != 0 {
+			t.Fatalf("exit code %d after SIGTERM", code)
+		}
+		lose(t, e)
+		plan := workload.Generate(63, 0, 20, 1000, 1, 40, 100)
+		if err := produce(e.writer(), plan); err != nil {
+			t.Fatal(err)
+		}
+		p = e.start()
+		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+		p.stop(t, 30*time.Second)
+		// checkpoint show names both, and which wins.
+		out, code := e.cli(nil, "checkpoint", "show")
+		if code != 0 || !strings.Contains(out, "mirror "+checkpoint.DefaultMirrorTopic+" (copy):") || !strings.Contains(out, "wins: redis") {
+			t.Fatalf("checkpoint show: exit %d:\n%s", code, out)
+		}
+		// reset deletes both: the next start needs its start option again.
+		if out, code := e.cli(nil, "checkpoint", "reset", "--yes"); code != 0 || !strings.Contains(out, "and its copy") {
+			t.Fatalf("reset: exit %d:\n%s", code, out)
+		}
+		if out, code := e.cli(nil, "checkpoint", "show"); code != 0 || !strings.Contains(out, "no copy") || !strings.Contains(out, "wins: none") {
+			t.Fatalf("checkpoint show after reset: exit %d:\n%s", code, out)
+		}
+	})
 }

@@ -147,6 +147,7 @@ type env struct {
 	serverID     uint32
 	dir          string
 	extra        string // appended to the YAML config
+	noMirror     bool   // checkpoint.mirror-topic "": the checkpoint in Redis only
 	batchBytes   int
 	batchSize    int
 	sourceAddr   string   // overrides the MariaDB address the publisher uses
@@ -203,6 +204,15 @@ func (e *env) writer() *workload.Writer {
 	return w
 }
 
+// mirrorTopic is the checkpoint mirror topic of the test's config: the
+// shared default (each test has its own checkpoint key), "" with noMirror.
+func (e *env) mirrorTopic() string {
+	if e.noMirror {
+		return ""
+	}
+	return checkpoint.DefaultMirrorTopic
+}
+
 func (e *env) config() string {
 	cfg := fmt.Sprintf(`source:
   addr: %s
@@ -225,12 +235,14 @@ checkpoint:
   addr: %s
   key: %q
   interval: 200ms
+  mirror-topic: %q
+  mirror-interval: 1s
 log:
   format: json
   level: info
 shutdown-timeout: 10s
 retry-backoff-max: 2s
-`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key)
+`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key, e.mirrorTopic())
 	if !strings.Contains(e.extra, "metrics-addr:") {
 		cfg += "metrics-addr: 127.0.0.1:0\n" // several publishers at once: a free port each
 	}

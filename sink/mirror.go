@@ -1,0 +1,178 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/createtopics"
+	"go.uber.org/zap"
+)
+
+// Mirror keeps the copy of checkpoints in a compacted Kafka topic, one
+// record per checkpoint key (the latest wins; a tombstone deletes it). It
+// implements checkpoint.Mirror. Kafka already holds the events durably; the
+// copy makes a lost Redis key recoverable without loss.
+type Mirror struct {
+	cfg   Config
+	topic string
+	prod  *Producer
+}
+
+// NewMirror returns a Mirror on topic for a validated Config. Call Ensure
+// once before use, and Close when done.
+func NewMirror(cfg Config, topic string, log *zap.Logger) *Mirror {
+	c := cfg
+	c.Compression = "none"
+	return &Mirror{cfg: cfg, topic: topic, prod: NewProducer(c, &kafka.Murmur2Balancer{}, log.Named("mirror"))}
+}
+
+// Topic returns the mirror's topic.
+func (m *Mirror) Topic() string { return m.topic }
+
+// mirrorConfigs make the topic compacted and keep its uncompacted part
+// small, so that reading it at start stays quick: segments roll every
+// 10 minutes or 1 MiB and are compacted soon after.
+var mirrorConfigs = []createtopics.RequestConfig{
+	{Name: "cleanup.policy", Value: "compact"},
+	{Name: "segment.ms", Value: "600000"},
+	{Name: "segment.bytes", Value: "1048576"},
+	{Name: "min.cleanable.dirty.ratio", Value: "0.1"},
+}
+
+// Ensure creates the topic (one partition, the cluster's default
+// replication factor, cleanup.policy compact) when it does not exist. An
+// error names the fix: create the topic by hand, grant the CREATE
+// operation, or set checkpoint.mirror-topic to "".
+func (m *Mirror) Ensure(ctx context.Context) (created bool, err error) {
+	cl := newCluster(m.cfg.Brokers, m.cfg.DialTimeout, false, nil)
+	defer cl.close()
+	_, err = clusterPartitions(ctx, cl, m.cfg.Brokers, m.topic)
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, kafka.UnknownTopicOrPartition) {
+		return false, err
+	}
+	res, err := cl.metaRoundTrip(ctx, &createtopics.Request{TimeoutMs: 10000, Topics: []createtopics.RequestTopic{{
+		Name: m.topic, NumPartitions: 1, ReplicationFactor: -1, Configs: mirrorConfigs}}})
+	if err == nil {
+		for _, t := range res.(*createtopics.Response).Topics {
+			if t.ErrorCode != 0 && kafka.Error(t.ErrorCode) != kafka.TopicAlreadyExists {
+				err = fmt.Errorf("%w: %s", kafka.Error(t.ErrorCode), t.ErrorMessage)
+			}
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: checkpoint.mirror-topic %s does not exist and cannot be created (%v): create it (kafka-topics.sh --create --topic %s --partitions 1 --config cleanup.policy=compact), grant this user CREATE on it, or set checkpoint.mirror-topic: \"\" to keep checkpoints in Redis only",
+			ErrMirror, m.topic, err, m.topic)
+	}
+	return true, nil
+}
+
+// Save writes value as key's copy and waits until all in-sync replicas
+// have it.
+func (m *Mirror) Save(ctx context.Context, key string, value []byte) error {
+	return m.prod.WriteMessages(ctx, kafka.Message{Topic: m.topic, Key: []byte(key), Value: value})
+}
+
+// Delete writes key's tombstone (a record without a value).
+func (m *Mirror) Delete(ctx context.Context, key string) error {
+	return m.prod.WriteMessages(ctx, kafka.Message{Topic: m.topic, Key: []byte(key)})
+}
+
+// Close closes the producer's connections.
+func (m *Mirror) Close() error { return m.prod.Close() }
+
+// Load reads the topic from its start and returns key's newest value;
+// found is false when there is none, or the newest is a tombstone. A
+// missing topic holds none.
+func (m *Mirror) Load(ctx context.Context, key string) (value []byte, found bool, err error) {
+	return LatestByKey(ctx, m.cfg.Brokers, m.topic, []byte(key))
+}
+
+// LatestByKey reads every partition of topic from its first offset to its
+// end at the time of the call and returns the value of key's newest
+// record (a compacted topic's current value); found is false when there
+// is none or it is a tombstone.
+func LatestByKey(ctx context.Context, brokers []string, topic string, key []byte) (value []byte, found bool, err error) {
+	cl := newCluster(brokers, startupDialTimeout, false, nil)
+	defer cl.close()
+	meta, err := clusterPartitions(ctx, cl, brokers, topic)
+	if errors.Is(err, kafka.UnknownTopicOrPartition) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	for _, p := range meta.Partitions {
+		addr, ok := cl.brokers[p.LeaderID]
+		if !ok {
+			return nil, false, fmt.Errorf("sink: read %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
+		}
+		v, ok, err := latestInPartition(ctx, addr, topic, int(p.PartitionIndex), key)
+		if err != nil {
+			return nil, false, fmt.Errorf("sink: read %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
+		}
+		if ok {
+			value, found = v, v != nil
+		}
+	}
+	return value, found, nil
+}
+
+// latestInPartition scans one partition; seen reports a record of key
+// (value nil: a tombstone).
+func latestInPartition(ctx context.Context, leader, topic string, partition int, key []byte) (value []byte, seen bool, err error) {
+	d := &kafka.Dialer{Timeout: startupDialTimeout}
+	host, port, _ := net.SplitHostPort(leader)
+	pn, _ := strconv.Atoi(port)
+	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
+	if err != nil {
+		return nil, false, err
+	}
+	defer conn.Close()
+	first, last, err := conn.ReadOffsets()
+	if err != nil || last <= first {
+		return nil, false, err
+	}
+	if _, err := conn.Seek(first, kafka.SeekAbsolute); err != nil {
+		return nil, false, err
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(30 * time.Second)
+	}
+	_ = conn.SetReadDeadline(dl)
+	for next := first; next < last; {
+		batch := conn.ReadBatch(1, 16<<20)
+		for {
+			msg, err := batch.ReadMessage()
+			if err != nil {
+				batch.Close()
+				if !errors.Is(err, io.EOF) {
+					return nil, false, err
+				}
+				break
+			}
+			next = msg.Offset + 1
+			if bytes.Equal(msg.Key, key) {
+				value, seen = msg.Value, true
+			}
+			if next >= last {
+				batch.Close()
+				return value, seen, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+	}
+	return value, seen, nil
+}
