@@ -101,7 +101,19 @@ func (m *Mirror) Load(ctx context.Context, key string) (value []byte, found bool
 // end at the time of the call and returns the value of key's newest
 // record (a compacted topic's current value); found is false when there
 // is none or it is a tombstone.
-func LatestByKey(ctx context.Context, brokers []string, topic string, key []byte) (value []byte, found bool, err error) {
+func LatestByKey(ctx context.Context, brokers []string, topic string, key []byte) ([]byte, bool, error) {
+	type res struct {
+		v     []byte
+		found bool
+	}
+	r, err := retryLeader(ctx, func() (res, error) {
+		v, found, err := latestByKey(ctx, brokers, topic, key)
+		return res{v, found}, err
+	})
+	return r.v, r.found, err
+}
+
+func latestByKey(ctx context.Context, brokers []string, topic string, key []byte) (value []byte, found bool, err error) {
 	cl := newCluster(brokers, startupDialTimeout, false, nil)
 	defer cl.close()
 	meta, err := clusterPartitions(ctx, cl, brokers, topic)

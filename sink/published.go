@@ -60,6 +60,27 @@ func PublishedPartitions(ctx context.Context, brokers []string, topic string) (m
 // headers of its newest record (the last value of a repeated key), read
 // from the partition's leader. A missing topic gives an empty map.
 func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int]map[string]string, error) {
+	return retryLeader(ctx, func() (map[int]map[string]string, error) { return newestHeaders(ctx, brokers, topic) })
+}
+
+// retryLeader retries f while it fails because a partition's leadership
+// is moving (a topic just created, a broker restarting): up to 10 times,
+// 300 ms apart, each with fresh metadata.
+func retryLeader[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for i := 0; ; i++ {
+		v, err := f()
+		if err == nil || i == 9 || !(errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable)) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func newestHeaders(ctx context.Context, brokers []string, topic string) (map[int]map[string]string, error) {
 	cl := newCluster(brokers, startupDialTimeout, false, nil)
 	defer cl.close()
 	meta, err := clusterPartitions(ctx, cl, brokers, topic)
