@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +70,7 @@ func Load(path string) (Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF(err)) {
-			return cfg, fmt.Errorf("config %s: %w", path, explainYAML(err))
+			return cfg, fmt.Errorf("config %s: %w", path, explainYAML(err, b))
 		}
 	}
 	if err := applyEnv(&cfg, os.Environ()); err != nil {
@@ -280,11 +281,13 @@ func flatten(err error) []error {
 // batch-sise not found in type sink.Config"), in the file's terms: the key
 // path, the keys that section has, and that a duration needs a unit. All
 // the errors of the file are kept (yaml.v3 reports every one at once).
-func explainYAML(err error) error {
+func explainYAML(err error, data []byte) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return err
 	}
+	keys := keyLines(data)
+	lineOf := regexp.MustCompile(`^line (\d+): cannot unmarshal`)
 	type section struct {
 		path string // "kafka." ("" at the top level)
 		t    reflect.Type
@@ -304,6 +307,9 @@ func explainYAML(err error) error {
 	unknown := regexp.MustCompile(`^(line \d+): field (\S+) not found in type (\S+)$`)
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
+		if lm := lineOf.FindStringSubmatch(m); lm != nil && keys[lm[1]] != "" {
+			m += " (key " + keys[lm[1]] + ")"
+		}
 		sm := unknown.FindStringSubmatch(m)
 		sec, ok := section{}, false
 		if sm != nil {
@@ -320,6 +326,38 @@ func explainYAML(err error) error {
 		}
 	}
 	return errors.New(strings.Join(msgs, "\n"))
+}
+
+// keyLines maps each line of a YAML document holding a value to that
+// value's key path ("kafka.batch-size"), for error messages that only give
+// the line.
+func keyLines(data []byte) map[string]string {
+	out := map[string]string{}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil {
+		return out
+	}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode, yaml.SequenceNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				out[strconv.Itoa(v.Line)] = p
+				walk(v, p)
+			}
+		}
+	}
+	walk(&doc, "")
+	return out
 }
 
 // yamlKeys lists the YAML keys of a config struct.

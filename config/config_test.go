@@ -147,6 +147,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"every error at once", "source:\n  read-timeout: 30\nkafka:\n  batch-sise: 10\n", "(a duration needs a unit, e.g. 30s, 500ms or 2m)\nline 4: kafka.batch-sise: unknown key"},
 		{"bad type", "source:\n  server-id: abc\n", "line 2: cannot unmarshal !!str `abc` into uint32"},
 		{"bad duration", "source:\n  read-timeout: soon\n", "soon"},
+		{"bad type names the key", "kafka:\n  batch-size: many\n", "(key kafka.batch-size)"},
+		{"duration without a unit names the key", "checkpoint:\n  interval: 5\n", "into time.Duration (key checkpoint.interval) (a duration needs a unit"},
 		{"negative unsigned", "source:\n  server-id: -1\n", "-1"},
 		{"not a mapping", "- a\n- b\n", "cannot unmarshal"},
 		{"syntax error", "source: [\n", "yaml"},

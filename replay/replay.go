@@ -207,9 +207,29 @@ type Summary struct {
 	FirstRow, FirstEnd    string          // row and transaction-end positions of the first event
 	LastRow, LastEnd      string          // and of the last
 	Acked                 binlog.Position // end of the last acknowledged transaction (dry run: read)
+	// Poison: the dry run's rows that cannot become records (kafka.on-poison
+	// decides what the real replay does with them), in binlog order.
+	Poison []PoisonRow
+}
+
+// PoisonRow is a row a dry run found poison (sink.Check).
+type PoisonRow struct {
+	EventID     uint64
+	Reason      string // sink.Reason
+	Row, TxnEnd string // the row event's position, and its transaction's end
+	Err         string
 }
 
 func (s *Summary) Print(w io.Writer) {
+	defer func() {
+		for i, p := range s.Poison {
+			if i == 10 {
+				fmt.Fprintf(w, "poison: … %d more\n", len(s.Poison)-10)
+				break
+			}
+			fmt.Fprintf(w, "poison: event %d (%s), row at %s, transaction ending at %s: %s\n", p.EventID, p.Reason, p.Row, p.TxnEnd, p.Err)
+		}
+	}()
 	fmt.Fprintf(w, "transactions: %d with outbox rows (%d read)\n", s.Txns, s.Scanned)
 	fmt.Fprintf(w, "events: %d\n", s.Events)
 	if s.Events > 0 {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/router"
+	"golang.org/x/sync/errgroup"
 )
 
 func TestParsePoint(t *testing.T) {
@@ -104,5 +106,37 @@ func TestReplayRouter(t *testing.T) {
 	}
 	if m, err := (Router{inner: live, topic: "im.replay", id: id}).Route(&bad, end); err != nil || m.Topic != "im.replay" {
 		t.Errorf("--topic with an invalid event type: %s, %v", m.Topic, err)
+	}
+}
+
+// A dry run checks every record as the real replay does: a row the real
+// replay stops on (here invalid JSON) is reported, with its event id and
+// positions, in the summary.
+func TestDryRunReportsPoison(t *testing.T) {
+	sum := &Summary{PerTopic: map[string]int64{}}
+	d := newDiscard(Router{inner: router.New(router.Config{Topic: "im.events"})}, 1<<20, sum)
+	in := make(chan binlog.Txn, 2)
+	end := binlog.Position{File: "b.000001", Pos: 900}
+	in <- binlog.Txn{End: end, Events: []binlog.Event{
+		{ID: 1, EventType: "m", Payload: []byte(`{}`), Pos: binlog.Position{File: "b.000001", Pos: 800}},
+		{ID: 2, EventType: "m", Payload: []byte(`{not json`), Pos: binlog.Position{File: "b.000001", Pos: 850}},
+	}}
+	close(in)
+	var g errgroup.Group
+	g.Go(func() error { return d.Run(context.Background(), in) })
+	n := 0
+	for a := range d.Acks() {
+		n += a.Events
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || len(sum.Poison) != 1 || sum.Poison[0].EventID != 2 || sum.Poison[0].Reason != "invalid_json" || sum.Poison[0].TxnEnd != "b.000001:900" {
+		t.Fatalf("acked %d events, poison %+v", n, sum.Poison)
+	}
+	var b strings.Builder
+	sum.Print(&b)
+	if !strings.Contains(b.String(), "poison: event 2 (invalid_json), row at b.000001:850, transaction ending at b.000001:900") {
+		t.Fatalf("summary:\n%s", b.String())
 	}
 }

@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string
 	tap := &counter{src: src, rt: rt, sum: sum, out: make(chan binlog.Txn, max(cfg.Source.TxnBuffer, 1))}
 	var w pipeline.Writer = sink.NewWriter(cfg.Kafka, rt, router.Balancer(), log)
 	if o.DryRun {
-		w = newDiscard()
+		w = newDiscard(rt, cfg.Kafka.BatchBytes, sum)
 	}
 	var (
 		mu   sync.Mutex
@@ -156,17 +156,37 @@ func (c *counter) count(txn *binlog.Txn) {
 	}
 }
 
-// discard is the dry run's Writer: every transaction is "acknowledged" as
-// soon as it is read, nothing is published.
-type discard struct{ acks chan sink.Ack }
+// discard is the dry run's Writer: every record is routed and checked as
+// the real replay would (poison rows are counted in the summary), every
+// transaction is "acknowledged" as soon as it is read, nothing is
+// published.
+type discard struct {
+	acks     chan sink.Ack
+	rt       Router
+	maxBytes int64
+	sum      *Summary
+}
 
-func newDiscard() *discard { return &discard{acks: make(chan sink.Ack, 64)} }
+func newDiscard(rt Router, maxBytes int64, sum *Summary) *discard {
+	return &discard{acks: make(chan sink.Ack, 64), rt: rt, maxBytes: maxBytes, sum: sum}
+}
 
 func (d *discard) Acks() <-chan sink.Ack { return d.acks }
 
 func (d *discard) Run(ctx context.Context, in <-chan binlog.Txn) error {
 	defer close(d.acks)
 	for txn := range in {
+		for i := range txn.Events {
+			e := &txn.Events[i]
+			m, rerr := d.rt.Route(e, txn.End)
+			p, err := sink.Check(&m, rerr, d.maxBytes)
+			if err != nil {
+				return err
+			}
+			if p != nil {
+				d.sum.Poison = append(d.sum.Poison, PoisonRow{EventID: e.ID, Reason: string(p.Reason), Row: e.Pos.FilePos(), TxnEnd: txn.End.Text(), Err: p.Err.Error()})
+			}
+		}
 		select {
 		case d.acks <- sink.Ack{End: txn.End, Txns: 1, Events: len(txn.Events)}:
 		case <-ctx.Done():

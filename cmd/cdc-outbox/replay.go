@@ -12,6 +12,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/progress"
 	"github.com/cdc-outbox/cdc-outbox/replay"
 	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -169,6 +170,13 @@ func runReplay(ctx context.Context, cfg config.Config, o replay.Options, every t
 	case ctx.Err() != nil:
 		fmt.Fprintf(out, "result: INTERRUPTED; everything up to %s was published; resume with --from %s\n", sum.Acked.FilePos(), sum.Acked.FilePos())
 		return exitError{code: 1}
+	case o.DryRun && len(sum.Poison) > 0 && cfg.Kafka.OnPoison != sink.PolicyDeadLetter:
+		p := sum.Poison[0]
+		fmt.Fprintf(out, "result: dry run, nothing published; %d poison rows: the real replay (kafka.on-poison: fail) would stop at event %d, after the transaction before %s (see docs/poison.md)\n",
+			len(sum.Poison), p.EventID, p.TxnEnd)
+		return exitError{code: 1}
+	case o.DryRun && len(sum.Poison) > 0:
+		fmt.Fprintf(out, "result: dry run, nothing published; %d poison rows would go to the dead-letter topic %s\n", len(sum.Poison), cfg.Kafka.DeadLetterTopic)
 	case o.DryRun:
 		fmt.Fprintln(out, "result: dry run, nothing published")
 	default:
