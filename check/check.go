@@ -199,6 +199,12 @@ func checkTopic(ctx context.Context, cfg config.Config, what, topic string, r *R
 		r.fail(what, "%s: %v: check kafka.brokers and that the brokers are up", topic, err)
 	default:
 		r.ok(what, "%s exists, %d partitions", topic, len(ids))
+		if max, err := sink.TopicMaxMessageBytes(ctx, cfg.Kafka.Brokers, topic); err != nil {
+			r.warn(what, "%s: cannot read max.message.bytes (%v): kafka.batch-bytes %d not checked against it", topic, err, cfg.Kafka.BatchBytes)
+		} else if cfg.Kafka.BatchBytes > max {
+			r.fail(what, "kafka.batch-bytes %d exceeds %s's max.message.bytes %d: the broker rejects a full partition batch (its records are then resent one at a time, and one larger than %d bytes is poison); lower kafka.batch-bytes to at most %d, or raise the topic's max.message.bytes (and the broker's message.max.bytes)",
+				cfg.Kafka.BatchBytes, topic, max, max, max)
+		}
 		return len(ids), true
 	}
 	return 0, false

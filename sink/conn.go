@@ -101,7 +101,7 @@ func dialBroker(ctx context.Context, addr string, timeout time.Duration) (*broke
 	for _, k := range av.ApiKeys {
 		key := protocol.ApiKey(k.ApiKey)
 		switch key {
-		case protocol.Produce, protocol.Metadata, protocol.InitProducerId, protocol.CreateTopics:
+		case protocol.Produce, protocol.Metadata, protocol.InitProducerId, protocol.CreateTopics, protocol.DescribeConfigs:
 		default:
 			continue
 		}

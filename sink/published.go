@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/describeconfigs"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
@@ -181,4 +182,28 @@ func newest(ctx context.Context, leader, topic string, partition int) (map[strin
 			return h, nil
 		}
 	}
+}
+
+// TopicMaxMessageBytes returns topic's max.message.bytes (the largest
+// record batch its partitions accept; the broker's message.max.bytes
+// unless the topic overrides it), read with DescribeConfigs.
+func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int64, error) {
+	cl := newCluster(brokers, startupDialTimeout, false, nil)
+	defer cl.close()
+	res, err := cl.metaRoundTrip(ctx, &describeconfigs.Request{Resources: []describeconfigs.RequestResource{{
+		ResourceType: 2, ResourceName: topic, ConfigNames: []string{"max.message.bytes"}}}}) // 2: TOPIC
+	if err != nil {
+		return 0, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
+	}
+	for _, r := range res.(*describeconfigs.Response).Resources {
+		if r.ErrorCode != 0 {
+			return 0, fmt.Errorf("sink: describe configs of %s: %w: %s", topic, kafka.Error(r.ErrorCode), r.ErrorMessage)
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName == "max.message.bytes" {
+				return strconv.ParseInt(e.ConfigValue, 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("sink: describe configs of %s: no max.message.bytes", topic)
 }

@@ -197,6 +197,11 @@ func TestCheckCommand(t *testing.T) {
 	if _, err := sink.Partitions(context.Background(), brokers, missing); err == nil {
 		t.Fatalf("check created %s", missing)
 	}
+	// A batch larger than the topic accepts fails check, naming both.
+	out, code = e.cli([]string{"CDC_OUTBOX_KAFKA_BATCH_BYTES=50000000"}, "check")
+	if code != 1 || !strings.Contains(out, "FAIL  topic        kafka.batch-bytes 50000000 exceeds "+e.topic+"'s max.message.bytes") {
+		t.Fatalf("check with batch-bytes above max.message.bytes: exit %d, want 1 with a FAIL line", code)
+	}
 	// A start option run would refuse fails check too.
 	out, code = e.cli([]string{"CDC_OUTBOX_SOURCE_START=bogus"}, "check")
 	if code != 1 || !strings.Contains(out, "FAIL  config       source.start:") || strings.Contains(out, "and no source.start") {
