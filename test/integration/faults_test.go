@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/segmentio/kafka-go"
@@ -207,6 +209,40 @@ func (e *env) waitPublished(plan *workload.Plan, n int, timeout time.Duration) {
 	e.t.Fatalf("fewer than %d events published within %s", n, timeout)
 }
 
+// requireDuplicatesAfter checks that every event published more than once
+// belongs to a transaction ending after cp (its binlog_txn_end header):
+// a restart re-publishes only what came after the last checkpoint.
+func (e *env) requireDuplicatesAfter(cp *checkpoint.Checkpoint) {
+	e.t.Helper()
+	if cp == nil {
+		e.t.Fatal("no checkpoint before the kill")
+	}
+	recs, err := verify.NewConsumer(brokers, e.topic).Poll(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[r.EventID]++
+	}
+	dups := 0
+	for _, r := range recs {
+		if seen[r.EventID] < 2 {
+			continue
+		}
+		dups++
+		st, err := binlog.ParseStart(r.Headers["binlog_txn_end"])
+		if err != nil {
+			e.t.Fatalf("event %s: binlog_txn_end %q: %v", r.EventID, r.Headers["binlog_txn_end"], err)
+		}
+		if binlog.ComparePos(binlog.Position{File: st.File, Pos: st.Pos}, cp.Position()) <= 0 {
+			e.t.Fatalf("event %s (transaction ending at %s) was published twice, though the checkpoint %s:%d before the kill was past it",
+				r.EventID, r.Headers["binlog_txn_end"], cp.File, cp.Pos)
+		}
+	}
+	e.t.Logf("%d duplicate records, all of transactions after the checkpoint %s:%d", dups, cp.File, cp.Pos)
+}
+
 // finish waits for the producer and checks the topic against the plan.
 func (e *env) finish(fault string, pr *producer, recovery time.Duration) verify.Report {
 	e.t.Helper()
@@ -228,10 +264,12 @@ func TestFaultKillRandom(t *testing.T) {
 			pr := e.produceBackground(plan, pick(6000, 15000))
 			time.Sleep(time.Duration(100+rand.IntN(900)) * time.Millisecond)
 			p.kill(t)
+			cp := e.checkpoint() // the last checkpoint of the killed publisher
 			restart := time.Now()
 			e.start()
 			rec := waitGrowth(e.topic, restart, time.Minute)
 			e.finish("SIGKILL publisher, random moment", pr, rec)
+			e.requireDuplicatesAfter(cp)
 		})
 	}
 }
