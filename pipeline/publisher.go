@@ -152,7 +152,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 		err := p.attempt(ctx, attempt)
 		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 			p.setPhase(health.Stopping, "signal received")
-			p.log.Info("stopped")
+			if err != nil {
+				p.log.Info("stopped by the signal", zap.Error(err))
+			} else {
+				p.log.Info("stopped")
+			}
 			return nil
 		}
 		p.obs.SourceState(false, false)

@@ -124,9 +124,9 @@ func (c *counter) Run(ctx context.Context) error {
 	g.Go(func() error { return c.src.Run(gctx) })
 	g.Go(func() error {
 		for txn := range c.src.Txns() {
-			c.count(&txn)
 			select {
 			case c.out <- txn:
+				c.count(&txn) // counted once passed on: what was counted is drained
 			case <-gctx.Done():
 				for range c.src.Txns() { // let the source end
 				}
