@@ -188,7 +188,7 @@ func checkTopics(ctx context.Context, cfg config.Config, r *Report) map[string]i
 
 // checkTopic checks that topic exists and returns its partition count.
 func checkTopic(ctx context.Context, cfg config.Config, what, topic string, r *Report) (int, bool) {
-	ids, err := sink.Partitions(ctx, cfg.Kafka.Brokers, topic)
+	ids, err := sink.Partitions(ctx, cfg.Kafka, topic)
 	switch {
 	case errors.Is(err, kafka.UnknownTopicOrPartition) && cfg.Kafka.AllowAutoTopicCreation:
 		r.ok(what, "%s does not exist yet; kafka.allow-auto-topic-creation is on, so the broker creates it with its default partition count at the first record", topic)

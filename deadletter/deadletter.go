@@ -72,7 +72,7 @@ type deadLettered struct {
 func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (Summary, error) {
 	sum := Summary{DryRun: o.DryRun}
 	topic := cfg.Kafka.DeadLetterTopic
-	recs, err := verify.NewConsumer(cfg.Kafka.Brokers, topic).Poll(ctx)
+	recs, err := verify.NewConsumer(cfg.Kafka, topic).Poll(ctx)
 	if err != nil {
 		return sum, fmt.Errorf("dead-letter republish: read %s: %w", topic, err)
 	}

@@ -18,11 +18,11 @@ import (
 
 // PartitionCounts returns the partition count of each existing topic of
 // topics, read with sink.Partitions (never creating a topic). Missing topics
-// are left out.
-func PartitionCounts(ctx context.Context, brokers []string, topics []string) (map[string]int, error) {
+// are left out. kcfg gives the brokers and their TLS and SASL settings.
+func PartitionCounts(ctx context.Context, kcfg sink.Config, topics []string) (map[string]int, error) {
 	out := make(map[string]int, len(topics))
 	for _, t := range topics {
-		ids, err := sink.Partitions(ctx, brokers, t)
+		ids, err := sink.Partitions(ctx, kcfg, t)
 		if errors.Is(err, kafka.UnknownTopicOrPartition) {
 			continue
 		}

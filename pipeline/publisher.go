@@ -193,7 +193,7 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp *checkpoin
 		Backfill: cfg.Source.Backfill || p.opts.Backfill, BackfillFlag: p.opts.Backfill, Recover: cfg.Checkpoint.Recover,
 		Topic: cfg.Router.Topic, Template: strings.Contains(cfg.Router.Topic, "{")}
 	if NeedsHeads(f) {
-		heads, err := sink.NewestHeaders(ctx, cfg.Kafka.Brokers, f.Topic)
+		heads, err := sink.NewestHeaders(ctx, cfg.Kafka, f.Topic)
 		if err != nil {
 			return binlog.Position{}, err
 		}
@@ -292,7 +292,7 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 			}
 		}
 	}
-	now, err := PartitionCounts(ctx, p.cfg.Kafka.Brokers, topics)
+	now, err := PartitionCounts(ctx, p.cfg.Kafka, topics)
 	if err != nil {
 		return err
 	}

@@ -85,13 +85,11 @@ type partData struct {
 // the partitioner every producer of these topics uses (router.Balancer()).
 func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *Producer {
 	codec, _ := compression(cfg.Compression)
-	tr := &kafka.Transport{
-		DialTimeout: cfg.WriteTimeout,
-		// How stale the leader of a partition may be in kafka-go's
-		// cluster view (it refreshes on this period): a moved leader
-		// is a retriable NOT_LEADER_OR_FOLLOWER until then.
-		MetadataTTL: 2 * time.Second,
-	}
+	tr := NewTransport(cfg) // security.go: kafka.tls, kafka.sasl
+	// How stale the leader of a partition may be in kafka-go's
+	// cluster view (it refreshes on this period): a moved leader
+	// is a retriable NOT_LEADER_OR_FOLLOWER until then.
+	tr.MetadataTTL = 2 * time.Second
 	return &Producer{
 		tr:        tr,
 		rt:        tr,

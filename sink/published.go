@@ -19,8 +19,8 @@ const HeaderTxnEnd = "binlog_txn_end"
 // Published returns, for each partition of topic holding records, the
 // binlog_txn_end header of its newest record: evidence that a publisher
 // already wrote to the topic, and how far. A missing topic gives none.
-func Published(ctx context.Context, brokers []string, topic string) ([]string, error) {
-	heads, err := PublishedPartitions(ctx, brokers, topic)
+func Published(ctx context.Context, cfg Config, topic string) ([]string, error) {
+	heads, err := PublishedPartitions(ctx, cfg, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -39,8 +39,8 @@ func Published(ctx context.Context, brokers []string, topic string) ([]string, e
 // PublishedPartitions is Published keyed by partition id: for each
 // partition whose newest record carries a binlog_txn_end header, that
 // header's value. A missing topic gives an empty map.
-func PublishedPartitions(ctx context.Context, brokers []string, topic string) (map[int]string, error) {
-	heads, err := NewestHeaders(ctx, brokers, topic)
+func PublishedPartitions(ctx context.Context, cfg Config, topic string) (map[int]string, error) {
+	heads, err := NewestHeaders(ctx, cfg, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -55,9 +55,10 @@ func PublishedPartitions(ctx context.Context, brokers []string, topic string) (m
 
 // NewestHeaders returns, for each partition of topic holding records, the
 // headers of its newest record (the last value of a repeated key). A
-// missing topic gives an empty map.
-func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int]map[string]string, error) {
-	parts, err := Partitions(ctx, brokers, topic)
+// missing topic gives an empty map. The connections use cfg's TLS and
+// SASL settings.
+func NewestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
+	parts, err := Partitions(ctx, cfg, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		return map[int]map[string]string{}, nil
 	}
@@ -66,7 +67,7 @@ func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int
 	}
 	out := make(map[int]map[string]string, len(parts))
 	for _, p := range parts {
-		h, err := newest(ctx, brokers[0], topic, p)
+		h, err := newest(ctx, cfg, topic, p)
 		if err != nil {
 			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p, err)
 		}
@@ -81,12 +82,16 @@ func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int
 // request that never creates the topic (unlike kafka-go's
 // Conn.ReadPartitions, whose old metadata version makes a broker with
 // auto.create.topics.enable create it). A missing topic gives an error
-// matching kafka.UnknownTopicOrPartition.
-func Partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+// matching kafka.UnknownTopicOrPartition. The connection uses cfg's TLS
+// and SASL settings; a failure no retry fixes wraps a *SecurityError.
+func Partitions(ctx context.Context, cfg Config, topic string) ([]int, error) {
+	tr := NewTransport(cfg)
+	defer tr.CloseIdleConnections()
+	c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
 	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
-		return nil, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
+		err = NewSecurity(cfg).explain(ctx, cfg.Brokers[0], cfg.SASL, err)
+		return nil, &MetadataError{Topic: topic, Brokers: cfg.Brokers, Err: err}
 	}
 	for _, t := range md.Topics {
 		if t.Name != topic {
@@ -107,8 +112,8 @@ func Partitions(ctx context.Context, brokers []string, topic string) ([]int, err
 
 // newest returns the headers of the partition's newest record, nil when
 // it holds none.
-func newest(ctx context.Context, broker, topic string, partition int) (map[string]string, error) {
-	conn, err := kafka.DialLeader(ctx, "tcp", broker, topic, partition)
+func newest(ctx context.Context, cfg Config, topic string, partition int) (map[string]string, error) {
+	conn, err := DialLeader(ctx, cfg, topic, partition)
 	if err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ func runVerify(ctx context.Context, cfg config.Config, o verifyOptions) (verify.
 	audit := verify.NewAudit(lo, hi)
 	consumers := make([]*verify.Consumer, len(topics))
 	for i, t := range topics {
-		consumers[i] = verify.NewConsumer(cfg.Kafka.Brokers, t)
+		consumers[i] = verify.NewConsumer(cfg.Kafka, t)
 	}
 	deadline := time.Now().Add(o.wait)
 	lastProgress := time.Now()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/segmentio/kafka-go"
 )
@@ -194,7 +195,7 @@ func (pr *producer) wait(t *testing.T) {
 func (e *env) waitPublished(plan *workload.Plan, n int, timeout time.Duration) {
 	e.t.Helper()
 	chk := verify.NewChecker(plan.Last)
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		recs, _ := cons.Poll(context.Background())
@@ -211,7 +212,7 @@ func (e *env) waitPublished(plan *workload.Plan, n int, timeout time.Duration) {
 func (e *env) finish(fault string, pr *producer, recovery time.Duration) verify.Report {
 	e.t.Helper()
 	pr.wait(e.t)
-	rep := e.consume(verify.NewChecker(pr.plan.Last), verify.NewConsumer(brokers, e.topic), 3*time.Minute)
+	rep := e.consume(verify.NewChecker(pr.plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 3*time.Minute)
 	record(fault, pr.plan.Total, rep, recovery)
 	requireOK(e.t, rep)
 	return rep
@@ -248,7 +249,7 @@ func TestFaultKillMidTransaction(t *testing.T) {
 			p := e.start()
 			plan := workload.Generate(uint64(200+i), 0, 100, 5000*pick(6, 10), 5000, 5000, 100)
 			pr := e.produceBackground(plan, 10000)
-			cons := verify.NewConsumer(brokers, e.topic)
+			cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 			perTxn := map[string]int{}
 			partial := func() bool {
 				recs, _ := cons.Poll(context.Background())

@@ -1,0 +1,174 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
+	"github.com/cdc-outbox/cdc-outbox/internal/testcerts"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/segmentio/kafka-go"
+)
+
+// The secured services of scripts/dev-stack.sh up-secure: its env command
+// exports CDC_SECURE_* while they run. Without them these tests skip,
+// unless CDC_REQUIRE_SECURE=1 (make test-secure) makes that a failure.
+type secureStack struct {
+	dir                                                       string // certificates in dir/tls, passwords in dir/secrets
+	mysql, redis, redisUser                                   string
+	kafkaPlain, kafkaSASL, kafkaMTLS, kafkaExpired, kafkaUser string
+}
+
+func secured(t *testing.T) *secureStack {
+	t.Helper()
+	s := &secureStack{dir: os.Getenv("CDC_SECURE_DIR"), mysql: os.Getenv("CDC_SECURE_MYSQL_ADDR"),
+		redis: os.Getenv("CDC_SECURE_REDIS_ADDR"), redisUser: os.Getenv("CDC_SECURE_REDIS_USER"),
+		kafkaPlain: os.Getenv("CDC_SECURE_KAFKA_PLAINTEXT"), kafkaSASL: os.Getenv("CDC_SECURE_KAFKA_SASL_SSL"),
+		kafkaMTLS: os.Getenv("CDC_SECURE_KAFKA_MTLS"), kafkaExpired: os.Getenv("CDC_SECURE_KAFKA_EXPIRED"),
+		kafkaUser: os.Getenv("CDC_SECURE_KAFKA_USER")}
+	if s.dir == "" || s.kafkaSASL == "" || s.mysql == "" || s.redis == "" {
+		if os.Getenv("CDC_REQUIRE_SECURE") == "1" {
+			t.Fatal("CDC_REQUIRE_SECURE=1 but the secured services are not up: scripts/dev-stack.sh up-secure, then eval \"$(scripts/dev-stack.sh env)\"")
+		}
+		t.Skip("secured services not up (scripts/dev-stack.sh up-secure; eval \"$(scripts/dev-stack.sh env)\")")
+	}
+	return s
+}
+
+func (s *secureStack) cert(name string) string { return filepath.Join(s.dir, "tls", name) }
+
+// secretFile returns the path of a generated password.
+func (s *secureStack) secretFile(name string) string { return filepath.Join(s.dir, "secrets", name) }
+
+func (s *secureStack) secret(t *testing.T, name string) string {
+	b, err := os.ReadFile(s.secretFile(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// kafkaSCRAM is a working SASL_SSL configuration (SCRAM-SHA-512, the
+// password from a file, the CA verified with the host name).
+func (s *secureStack) kafkaSCRAM(mech string) sink.Config {
+	cfg := sink.DefaultConfig()
+	cfg.Brokers = []string{s.kafkaSASL}
+	cfg.TLS = secure.TLS{Enabled: true, CAFile: s.cert(testcerts.CA)}
+	cfg.SASL = sink.SASL{Mechanism: mech, Username: s.kafkaUser, PasswordFile: s.secretFile("kafka")}
+	return cfg
+}
+
+// unsecuredJWT is a token Kafka's default (unsecured) OAUTHBEARER
+// validator accepts: alg none, sub, iat and exp.
+func unsecuredJWT(sub string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	now := time.Now().Unix()
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"sub":%q,"iat":%d,"exp":%d}`, sub, now, now+3600))) + "."
+}
+
+// TestSecureKafkaConnections connects with every supported way and checks
+// what Probe reports, then that metadata and a partition reader work the
+// same way.
+func TestSecureKafkaConnections(t *testing.T) {
+	s := secured(t)
+	ctx := context.Background()
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte(unsecuredJWT("cdc-outbox")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mtls := sink.DefaultConfig()
+	mtls.Brokers = []string{s.kafkaMTLS}
+	mtls.TLS = secure.TLS{Enabled: true, CAFile: s.cert(testcerts.CA), CertFile: s.cert(testcerts.Client), KeyFile: s.cert(testcerts.ClientKey)}
+	oauth := s.kafkaSCRAM(sink.MechanismOAuthBearer)
+	oauth.SASL = sink.SASL{Mechanism: sink.MechanismOAuthBearer, TokenFile: tok}
+	for name, cfg := range map[string]sink.Config{
+		"scram-sha-256": s.kafkaSCRAM(sink.MechanismSCRAM256),
+		"scram-sha-512": s.kafkaSCRAM(sink.MechanismSCRAM512),
+		"oauthbearer":   oauth,
+		"mtls":          mtls,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			conns, err := sink.Probe(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(conns) != 1 || !strings.Contains(conns[0].TLS, "TLS 1.3") || !strings.Contains(conns[0].TLS, "host name verified") ||
+				conns[0].Mechanism != cfg.SASL.Mechanism {
+				t.Fatalf("probe: %+v", conns)
+			}
+			// Metadata through the same settings (no such topic: the
+			// answer, not a connection error).
+			if _, err := sink.Partitions(ctx, cfg, "no-such-topic-"+runID); !errors.Is(err, kafka.UnknownTopicOrPartition) {
+				t.Fatalf("partitions: %v", err)
+			}
+		})
+	}
+}
+
+// TestSecureKafkaBadInput: each bad setting is a *sink.SecurityError
+// naming the setting, fatal for the pipeline, at the first connection.
+func TestSecureKafkaBadInput(t *testing.T) {
+	s := secured(t)
+	ctx := context.Background()
+	wrongPW := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrongPW, []byte("not-the-password"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		edit    func(*sink.Config)
+		setting string // SecurityError.Setting
+		fix     string // in the message
+	}{
+		{"wrong CA", func(c *sink.Config) { c.TLS.CAFile = s.cert(testcerts.OtherCA) }, "kafka.tls", "not signed by a CA in kafka.tls.ca-file"},
+		{"expired certificate", func(c *sink.Config) { c.Brokers = []string{s.kafkaExpired}; c.SASL = sink.SASL{} }, "kafka.tls", "has expired"},
+		{"host name mismatch", func(c *sink.Config) { c.TLS.ServerName = "kafka.example.com" }, "kafka.tls", "set kafka.tls.server-name"},
+		{"wrong SASL password", func(c *sink.Config) { c.SASL.PasswordFile = wrongPW }, "kafka.sasl", "check kafka.sasl.username and kafka.sasl.password"},
+		{"mechanism not enabled", func(c *sink.Config) { c.SASL.Mechanism = sink.MechanismPlain }, "kafka.sasl.mechanism", "PLAIN is not enabled on this listener"},
+		{"TLS against a plaintext listener", func(c *sink.Config) { c.Brokers = []string{s.kafkaPlain}; c.SASL = sink.SASL{} }, "kafka.tls.enabled", "plaintext"},
+		{"plaintext against a TLS listener", func(c *sink.Config) { c.TLS = secure.TLS{}; c.SASL = sink.SASL{} }, "kafka.tls.enabled", "set kafka.tls.enabled: true"},
+		{"no login on a SASL_SSL listener", func(c *sink.Config) { c.SASL = sink.SASL{} }, "kafka.sasl.mechanism", "needs a login"},
+		{"client certificate rejected", func(c *sink.Config) {
+			c.Brokers = []string{s.kafkaMTLS}
+			c.SASL = sink.SASL{}
+			c.TLS.CertFile, c.TLS.KeyFile = s.cert(testcerts.OtherClient), s.cert(testcerts.OtherKey)
+		}, "kafka.tls", "client certificate"},
+		{"no client certificate", func(c *sink.Config) { c.Brokers = []string{s.kafkaMTLS}; c.SASL = sink.SASL{} }, "kafka.tls", "client certificate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := s.kafkaSCRAM(sink.MechanismSCRAM512)
+			tc.edit(&cfg)
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, err := sink.Probe(pctx, cfg)
+			var se *sink.SecurityError
+			if !errors.As(err, &se) || se.Setting != tc.setting || !strings.Contains(err.Error(), tc.fix) {
+				t.Fatalf("got %v (%T), want a SecurityError on %s saying %q", err, err, tc.setting, tc.fix)
+			}
+			if !sink.IsFatal(err) {
+				t.Fatalf("not fatal: %v", err)
+			}
+			// Metadata (the publisher's first request at start) says the same.
+			_, err = sink.Partitions(pctx, cfg, "any")
+			if !errors.As(err, &se) || se.Setting != tc.setting {
+				t.Fatalf("partitions: %v", err)
+			}
+			if pw := s.secret(t, "kafka"); strings.Contains(err.Error(), pw) {
+				t.Fatal("the password is in the error")
+			}
+		})
+	}
+}
