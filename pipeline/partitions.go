@@ -7,12 +7,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -81,7 +80,7 @@ func RoutedTopics(ctx context.Context, cfg config.Config) ([]string, error) {
 		return []string{cfg.Router.Topic}, nil
 	}
 	src := cfg.Source
-	conn, err := client.ConnectWithContext(ctx, src.Addr, src.User, src.Password, "", 10*time.Second)
+	conn, err := binlog.Dial(ctx, src, "")
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", src.Addr, err)
 	}

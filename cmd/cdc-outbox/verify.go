@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/verify"
@@ -81,7 +82,7 @@ type verifyOptions struct {
 
 func runVerify(ctx context.Context, cfg config.Config, o verifyOptions) (verify.AuditReport, error) {
 	src := cfg.Source
-	conn, err := client.ConnectWithContext(ctx, src.Addr, src.User, src.Password, src.Schema, 10*time.Second)
+	conn, err := binlog.Dial(ctx, src, src.Schema)
 	if err != nil {
 		return verify.AuditReport{}, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
 	}

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/internal/testcerts"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
 )
 
 // The secured services of scripts/dev-stack.sh up-secure: its env command
@@ -167,6 +169,102 @@ func TestSecureKafkaBadInput(t *testing.T) {
 				t.Fatalf("partitions: %v", err)
 			}
 			if pw := s.secret(t, "kafka"); strings.Contains(err.Error(), pw) {
+				t.Fatal("the password is in the error")
+			}
+		})
+	}
+}
+
+// mysqlTLS is a working verify-identity configuration of the secured MariaDB.
+func (s *secureStack) mysqlTLS(t *testing.T) binlog.Config {
+	cfg := binlog.DefaultConfig()
+	cfg.Addr, cfg.User, cfg.PasswordFile, cfg.Schema = s.mysql, "root", s.secretFile("mysql-root"), mysqlDB
+	cfg.Start = "latest"
+	cfg.SSLMode, cfg.SSLCA = binlog.SSLVerifyIdentity, s.cert(testcerts.CA)
+	return cfg
+}
+
+// TestSecureMySQLModes: each ssl-mode against the server that requires TLS
+// (and, for preferred, the plain stack's server that offers none).
+func TestSecureMySQLModes(t *testing.T) {
+	s := secured(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		mode, want string
+		edit       func(*binlog.Config)
+	}{
+		{binlog.SSLVerifyIdentity, "host name verified", nil},
+		{binlog.SSLVerifyCA, "verified against the CA", func(c *binlog.Config) { c.SSLServerName = "not-checked.example" }},
+		{binlog.SSLRequired, "not verified", func(c *binlog.Config) { c.SSLCA = "" }},
+		{binlog.SSLPreferred, "not verified", func(c *binlog.Config) { c.SSLCA = "" }},
+		{binlog.SSLVerifyIdentity + " with a client certificate", "host name verified", func(c *binlog.Config) {
+			c.SSLCert, c.SSLKey = s.cert(testcerts.Client), s.cert(testcerts.ClientKey)
+		}},
+		{binlog.SSLPreferred + " to a server without TLS", "", func(c *binlog.Config) {
+			c.SSLMode, c.SSLCA, c.Addr, c.PasswordFile, c.Password = binlog.SSLPreferred, "", mysqlAddr, "", mysqlPass
+		}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			cfg := s.mysqlTLS(t)
+			cfg.SSLMode, _, _ = strings.Cut(tc.mode, " ")
+			if tc.edit != nil {
+				tc.edit(&cfg)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := binlog.Dial(ctx, cfg, cfg.Schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if got := binlog.TLSState(conn, cfg); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("TLS state %q, want %q", got, tc.want)
+			}
+			srv, err := binlog.Connect(ctx, cfg, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Close()
+		})
+	}
+}
+
+// TestSecureMySQLBadInput: each bad TLS or login setting is fatal at the
+// first connection, wrapping binlog.ErrTLS (or ErrAuth) with the fix.
+func TestSecureMySQLBadInput(t *testing.T) {
+	s := secured(t)
+	wrongPW := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrongPW, []byte("not-the-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*binlog.Config)
+		is   error
+		fix  string
+	}{
+		{"wrong CA", func(c *binlog.Config) { c.SSLCA = s.cert(testcerts.OtherCA) }, binlog.ErrTLS, "not signed by a CA in source.ssl.ca-file"},
+		{"host name mismatch", func(c *binlog.Config) { c.SSLServerName = "db.example.com" }, binlog.ErrTLS, "set source.ssl.server-name"},
+		// MariaDB refuses it as a login (1045), MySQL with 3159.
+		{"plaintext against require_secure_transport", func(c *binlog.Config) { c.SSLMode, c.SSLCA = binlog.SSLDisabled, "" }, nil, "set source.ssl-mode: verify-identity"},
+		{"TLS against a server without TLS", func(c *binlog.Config) { c.Addr, c.PasswordFile, c.Password = mysqlAddr, "", mysqlPass }, binlog.ErrTLS, "the server does not offer TLS"},
+		{"client certificate rejected", func(c *binlog.Config) {
+			c.SSLCert, c.SSLKey = s.cert(testcerts.OtherClient), s.cert(testcerts.OtherKey)
+		}, binlog.ErrTLS, "client certificate"},
+		{"wrong password", func(c *binlog.Config) { c.PasswordFile = wrongPW }, binlog.ErrAuth, "source.password-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := s.mysqlTLS(t)
+			tc.edit(&cfg)
+			_, err := binlog.Connect(context.Background(), cfg, zap.NewNop())
+			if tc.is == nil && (errors.Is(err, binlog.ErrTLS) || errors.Is(err, binlog.ErrAuth)) {
+				tc.is = err
+			}
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.fix) || !binlog.IsFatal(err) {
+				t.Fatalf("got %v, want %v saying %q (fatal)", err, tc.is, tc.fix)
+			}
+			if strings.Contains(err.Error(), s.secret(t, "mysql-root")) {
 				t.Fatal("the password is in the error")
 			}
 		})
