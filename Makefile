@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build demo test unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check docker version
+	deploy-check release release-check docker version test-flavours test-flavour-subset
 
 all: build
 
@@ -27,12 +27,50 @@ build:
 demo:
 	scripts/demo.sh
 
-## test: unit tests, the deploy and release checks, then integration tests against the real local stack
-## (started if needed; some unit tests run a private redis-server from the stack's packages)
+## test: unit tests, the deploy and release checks, then the integration tests against the real local
+## stack (started if needed; some unit tests run a private redis-server from the stack's packages):
+## all of them on MariaDB 10.11, then the server-dependent subset (FLAVOUR_TESTS) on MySQL 9.7
+## and MariaDB 11.8, one after the other, on the same Redis and Kafka
 test: vet deploy-check release-check
 	$(STACK) up
 	$(MAKE) unit
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
+	# the producer against the real broker (idempotence: a resent batch stored once)
+	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
+	$(MAKE) --no-print-directory test-flavour-subset
+
+# The tests whose behaviour depends on the server: publish and order, rollback, kill -9 and
+# resume (file and GTID mode), restart from a checkpoint, bad start positions, replay by
+# position and time, rotation and purged binlogs, archived binlog files, DDL, a large
+# transaction, database restart and killed connection, check/checkpoint commands, settings,
+# unrelated traffic, MariaDB GTID domains, backfill and prune (MariaDB), the MySQL-only cases
+# (compression, tagged GTIDs, PARTIAL_JSON, invisible columns/GIPK) and XA transactions.
+FLAVOUR_TESTS ?= ^(TestExactlyOnceInOrderNoFaults|TestRolledBackTransactionPublishesNothing|TestKillMidStreamResumes|TestRestartResumesFromCheckpoint|TestRunBadStart|TestReplayRange|TestReplayByTime|TestRotationFlushBinaryLogs|TestPurgedCheckpoint|TestArchiveReplayAndCatchUp|TestSchemaChangesLiveAndReplay|TestLargeTransactionBoundedMemory|TestFaultDatabase|TestCheckCommand|TestCheckPurgedCheckpoint|TestCheckpointCommands|TestRuntimeSettingChangeStopsPublisher|TestUnrelatedTrafficPassesBy|TestGTID.*|TestBackfill|TestPrune|TestMySQL.*|TestXATransactions|TestPayloadByteExact)$$
+# the flavours beside the default MariaDB 10.11 (scripts/dev-stack.sh CDC_FLAVOR)
+EXTRA_FLAVOURS ?= mysql mariadb11
+
+# flavour_run FLAVOUR, RUN-REGEX: start that flavour's server on the stack, run the integration
+# tests matching the regex (all if empty) against it, stop the server; the status is kept so
+# that every flavour runs, and the loop fails at the end if one did.
+define flavour_run
+	CDC_FLAVOR=$(1) $(STACK) up
+	t0=$$SECONDS; eval "$$(CDC_FLAVOR=$(1) $(STACK) env)" && \
+		$(GO) test -tags integration -count=1 -timeout 30m -v $(if $(2),-run '$(2)') ./test/integration/ && \
+		$(GO) test -tags integration -count=1 -v -run 'TestMySQLJSONCorpusLive' ./binlog/; \
+		rc=$$?; echo "flavour $(1): integration tests exit $$rc in $$((SECONDS - t0)) s"; \
+		CDC_FLAVOR=$(1) $(STACK) stop-db; exit $$rc
+endef
+
+## test-flavour-subset: the server-dependent subset (FLAVOUR_TESTS) on each of EXTRA_FLAVOURS
+test-flavour-subset:
+	@rc=0; for f in $(EXTRA_FLAVOURS); do $(MAKE) --no-print-directory flavour-run-$$f RUN='$(FLAVOUR_TESTS)' || rc=1; done; exit $$rc
+
+## test-flavours: the full integration suite on each of EXTRA_FLAVOURS (MySQL 9.7, MariaDB 11.8)
+test-flavours:
+	@rc=0; for f in $(EXTRA_FLAVOURS); do $(MAKE) --no-print-directory flavour-run-$$f RUN= || rc=1; done; exit $$rc
+
+flavour-run-%:
+	$(call flavour_run,$*,$(RUN))
 
 unit:
 	$(GO) test -count=1 -race ./...

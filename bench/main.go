@@ -418,6 +418,7 @@ kafka: {brokers: [%s]}
 checkpoint: {addr: %q, key: %q, interval: 200ms}
 log: {format: json, level: info}
 retry-backoff-max: 2s
+metrics-addr: ""
 `, mysqlAddr, mysqlUser, mysqlPass, 7800+rand.IntN(90), mysqlDB, table, topic, strings.Join(brokers, ","), redisAddr, key)
 	path := filepath.Join(b.dir, key[strings.LastIndexByte(key, ':')+1:]+".yaml")
 	fail(os.WriteFile(path, []byte(cfg), 0o600))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
 // LogFile is one row of SHOW BINARY LOGS.
@@ -45,14 +47,39 @@ func (s *Server) ReplicaUsing(serverID uint32) (string, error) {
 		}
 		return "", fmt.Errorf("binlog: %s: %w", q, err)
 	}
-	for i := 0; i < r.RowNumber(); i++ {
-		id, _ := r.GetUintByName(i, "Server_id")
-		if uint32(id) == serverID {
-			host, _ := r.GetStringByName(i, "Host")
-			return or(host, "(no report_host)"), nil
-		}
+	if host, ok := replicaHost(r, serverID); ok {
+		return host, nil
 	}
 	return "", nil
+}
+
+// replicaHost finds serverID in a SHOW SLAVE HOSTS / SHOW REPLICAS result
+// and returns its Host ("(no report_host)" when empty). The column is
+// Server_id on MariaDB and Server_Id on MySQL 8.0.22+, so it is looked up
+// ignoring case.
+func replicaHost(r *mysql.Result, serverID uint32) (string, bool) {
+	idCol, hostCol := -1, -1
+	for i, f := range r.Fields {
+		switch {
+		case strings.EqualFold(string(f.Name), "Server_id"):
+			idCol = i
+		case strings.EqualFold(string(f.Name), "Host"):
+			hostCol = i
+		}
+	}
+	if idCol < 0 {
+		return "", false
+	}
+	for i := 0; i < r.RowNumber(); i++ {
+		if id, _ := r.GetUint(i, idCol); uint32(id) == serverID {
+			host := ""
+			if hostCol >= 0 {
+				host, _ = r.GetString(i, hostCol)
+			}
+			return or(host, "(no report_host)"), true
+		}
+	}
+	return "", false
 }
 
 // boundaryEvents lists SHOW BINLOG EVENTS event types that start a
@@ -106,6 +133,12 @@ func (s *Server) CheckPosition(p Position) error {
 	}
 	if r.RowNumber() == 0 {
 		return nil
+	}
+	// MySQL 8.4+ answers with the first event at or after FROM (MariaDB
+	// and older MySQL fail when no event starts there).
+	if at, err := r.GetUintByName(0, "Pos"); err == nil && at != uint64(p.Pos) {
+		return fmt.Errorf("%w: no event starts at %s (the next one starts at %d): use an end position of a transaction, e.g. the binlog_txn_end header of a record",
+			ErrPositionUnavailable, p.FilePos(), at)
 	}
 	typ, _ := r.GetStringByName(0, "Event_type")
 	info, _ := r.GetStringByName(0, "Info")

@@ -27,6 +27,7 @@ type Reader struct {
 
 	schema, table []byte
 	budget        *Budget
+	obs           Observer
 }
 
 // NewReader returns a Reader that starts at from. flavor is the detected
@@ -104,6 +105,9 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err != nil {
 		return &PositionError{Pos: r.from, Err: classify(err)}
 	}
+	if r.obs != nil {
+		r.obs.Streaming()
+	}
 	r.log.Info("streaming binlog", zap.String("file", r.from.File), zap.Uint32("pos", r.from.Pos),
 		zap.String("gtid_set", r.from.GTIDSet), zap.String("mode", r.cfg.PositionMode), zap.String("flavor", r.flavor))
 	for {
@@ -112,11 +116,16 @@ func (r *Reader) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return &PositionError{Pos: st.pos, Err: classify(err)}
+			return &PositionError{Pos: st.resume(), Err: classify(err)}
+		}
+		if r.obs != nil && !st.inTxn && isHeartbeat(ev.Header.EventType) {
+			// The server sends heartbeats only when it has nothing newer:
+			// everything before was read.
+			r.obs.Idle(st.pos)
 		}
 		txn, done, err := r.step(st, ev)
 		if err != nil {
-			return &PositionError{Pos: st.pos, Err: err}
+			return &PositionError{Pos: st.resume(), Err: err}
 		}
 		for _, frag := range st.ready {
 			if !r.send(ctx, frag) {
@@ -158,6 +167,26 @@ func (r *Reader) send(ctx context.Context, t Txn) bool {
 	}
 }
 
+// Observer learns the reader's connection state (the health metrics'
+// source_connected and caught-up facts). Calls come from Run's goroutine
+// and must not block.
+type Observer interface {
+	// Streaming: the binlog dump started.
+	Streaming()
+	// Idle: a heartbeat outside a transaction: the reader has read
+	// everything the server had (heartbeats come only after
+	// heartbeat-period without events), up to at, the end of the last
+	// complete transaction.
+	Idle(at Position)
+}
+
+// SetObserver makes the reader report to o. Call it before Run.
+func (r *Reader) SetObserver(o Observer) { r.obs = o }
+
+func isHeartbeat(t replication.EventType) bool {
+	return t == replication.HEARTBEAT_EVENT || t == replication.HEARTBEAT_LOG_EVENT_V2
+}
+
 // SetBudget bounds the bytes of transactions between the reader and the
 // sink: Run waits before emitting a transaction until the sink released
 // enough (Budget.Release) of what it holds. Call it before Run.
@@ -184,6 +213,25 @@ type state struct {
 	// seen (ALTER, RENAME, ...): without column names in the table map,
 	// rows after it cannot be mapped with the columns read at start.
 	ddl string
+	// xa: the open transaction is an XA transaction (XA START seen); its
+	// rows are held at XA PREPARE in prepared, in prepare order, until
+	// its XA COMMIT or XA ROLLBACK (xa.go).
+	xa       bool
+	prepared []preparedXA
+	// emptyXA: XIDs prepared without outbox rows in this run, awaiting
+	// their outcome (so that an outcome of an XA transaction prepared
+	// before the start is told apart).
+	emptyXA map[string]bool
+}
+
+// resume is the position to restart from: the end of the last complete
+// transaction, or, while a prepared XA transaction's rows are held, the
+// position before the oldest of them (so that a restart reads it again).
+func (st *state) resume() Position {
+	if len(st.prepared) > 0 {
+		return st.prepared[0].start
+	}
+	return st.pos
 }
 
 // handle consumes one event and returns a transaction when one completes.
@@ -225,8 +273,11 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 		case hasPrefixFold(q, "XA START"):
 			// An XA transaction ends at XA_PREPARE_LOG_EVENT; its outcome
 			// (XA COMMIT / XA ROLLBACK) comes later as an event group of
-			// its own.
+			// its own (xa.go).
 			st.begin()
+			st.xa = true
+		case hasPrefixFold(q, "XA COMMIT ") || hasPrefixFold(q, "XA ROLLBACK "):
+			return st.xaEnd(q, h), nil
 		case st.inTxn && isDML(q) && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)):
 			// Statement-based logging of a change to the outbox table
 			// (binlog_format STATEMENT or MIXED for that session): the rows
@@ -250,11 +301,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 		return nil, st.rows(e, h)
 	default:
 		if h.EventType == replication.XA_PREPARE_LOG_EVENT {
-			if len(st.events) > 0 {
-				return nil, fmt.Errorf("%w: %d outbox row(s) in an XA transaction (prepared at %s:%d): XA transactions on the outbox table are not supported; insert outbox rows in a regular transaction",
-					ErrDecode, len(st.events), st.file, h.LogPos)
-			}
-			return st.commit(h), nil
+			return st.xaPrepare(ev, h)
 		}
 	case *replication.TransactionPayloadEvent:
 		// MySQL 8 binlog_transaction_compression: the inner events carry
@@ -309,9 +356,68 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 		}
 	}
 	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
-	txn := &Txn{Events: st.events, End: st.pos}
-	st.events, st.inTxn, st.gtid, st.bytes = nil, false, "", 0
+	txn := &Txn{Events: st.events, End: st.resume()}
+	st.events, st.inTxn, st.gtid, st.bytes, st.xa = nil, false, "", 0, false
 	return txn
+}
+
+// xaPrepare ends an XA transaction's prepare group: committed there when
+// one-phase; otherwise its outbox rows, if any, are held until its outcome.
+func (st *state) xaPrepare(ev *replication.BinlogEvent, h *replication.EventHeader) (*Txn, error) {
+	var body []byte
+	if g, ok := ev.Event.(*replication.GenericEvent); ok {
+		body = g.Data
+	}
+	xid, onePhase, err := parseXAPrepare(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w (at %s:%d)", err, st.file, h.LogPos)
+	}
+	if onePhase {
+		return st.commit(h), nil
+	}
+	if len(st.events) == 0 {
+		if st.emptyXA == nil {
+			st.emptyXA = make(map[string]bool)
+		}
+		st.emptyXA[xid] = true
+		return st.commit(h), nil
+	}
+	held := preparedXA{xid: xid, events: st.events, start: st.resume()}
+	st.events = nil
+	st.prepared = append(st.prepared, held)
+	st.r.log.Warn("XA transaction prepared with outbox rows: they are published at its XA COMMIT; until then a restart resumes from before it",
+		zap.String("file", st.file), zap.Uint32("pos", h.LogPos), zap.String("gtid", st.gtid), zap.Int("rows", len(held.events)))
+	// the prepare group itself is complete (its GTID is executed)
+	return st.commit(h), nil
+}
+
+// xaEnd handles the XA COMMIT / XA ROLLBACK event group: the held rows of
+// that XA transaction are published with it (COMMIT) or dropped (ROLLBACK).
+func (st *state) xaEnd(q []byte, h *replication.EventHeader) *Txn {
+	xid, commit, ok := parseXAEnd(q)
+	i := -1
+	for j := range st.prepared {
+		if ok && st.prepared[j].xid == xid {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		if ok && st.emptyXA[xid] {
+			delete(st.emptyXA, xid)
+		} else if commit {
+			st.r.log.Warn("XA COMMIT of an XA transaction prepared before the start position: outbox rows it may have are not published; if it had some, republish from before its XA PREPARE",
+				zap.String("file", st.file), zap.Uint32("pos", h.LogPos), zap.ByteString("query", q))
+		}
+		return st.commit(h)
+	}
+	held := st.prepared[i]
+	st.prepared = append(st.prepared[:i], st.prepared[i+1:]...)
+	st.begin()
+	if commit {
+		st.events = held.events
+	}
+	return st.commit(h)
 }
 
 func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
@@ -375,11 +481,12 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 // fragment emits the open transaction's events so far as a fragment once
 // they reach the chunk size.
 func (st *state) fragment() {
-	if st.chunk > 0 && (len(st.events) >= st.chunk || st.bytes >= st.chunkBytes) {
+	// An XA transaction's rows stay whole: it may still roll back.
+	if st.chunk > 0 && !st.xa && (len(st.events) >= st.chunk || st.bytes >= st.chunkBytes) {
 		// A fragment of the open transaction: its End is the end of the
 		// last complete transaction, the position to resume from if the
 		// pipeline stops before this transaction's commit.
-		st.ready = append(st.ready, Txn{Events: st.events, End: st.pos, Partial: true})
+		st.ready = append(st.ready, Txn{Events: st.events, End: st.resume(), Partial: true})
 		st.events, st.bytes = nil, 0
 	}
 }

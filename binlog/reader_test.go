@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"reflect"
@@ -548,36 +549,105 @@ func TestStateTaggedGTID(t *testing.T) {
 	}
 }
 
-// XA transactions: one without outbox rows passes as an event group ending
-// at XA_PREPARE_LOG_EVENT; outbox rows inside one are refused with
-// ErrDecode rather than published before the XA outcome is known.
-func TestStateXA(t *testing.T) {
-	xaPrepare := func(pos uint32) *replication.BinlogEvent {
-		return ev(replication.XA_PREPARE_LOG_EVENT, pos, &replication.GenericEvent{})
+// xaPrepareEv is an XA_PREPARE_LOG_EVENT for the XID (gtrid, "", 1).
+func xaPrepareEv(pos uint32, gtrid string, onePhase bool) *replication.BinlogEvent {
+	body := make([]byte, 13, 13+len(gtrid))
+	if onePhase {
+		body[0] = 1
 	}
-	run := func(steps ...*replication.BinlogEvent) (*Txn, error) {
-		st := newState(t, mysql.MySQLFlavor, "")
+	binary.LittleEndian.PutUint32(body[1:], 1)
+	binary.LittleEndian.PutUint32(body[5:], uint32(len(gtrid)))
+	body = append(body, gtrid...)
+	return ev(replication.XA_PREPARE_LOG_EVENT, pos, &replication.GenericEvent{Data: body})
+}
+
+// XA transactions: one without outbox rows passes as an event group ending
+// at XA_PREPARE_LOG_EVENT; outbox rows inside one are held until its XA
+// COMMIT (published then, in its place) or XA ROLLBACK (dropped), and the
+// resumable position of what is emitted meanwhile stays before the held
+// one; XA COMMIT ONE PHASE commits at the prepare event.
+func TestStateXA(t *testing.T) {
+	st := newState(t, mysql.MySQLFlavor, "")
+	start := st.pos
+	step := func(steps ...*replication.BinlogEvent) *Txn {
+		t.Helper()
 		var txn *Txn
 		for _, e := range steps {
 			got, err := st.handle(e, e.Header)
 			if err != nil {
-				return txn, err
+				t.Fatal(err)
 			}
 			if got != nil {
 				txn = got
 			}
 		}
-		return txn, nil
+		return txn
 	}
-	txn, err := run(mysqlGTID(100, uuidA, 1), query(200, "XA START 'x1'"), tableMapEv(250, messageTM),
-		rowsEv(replication.WRITE_ROWS_EVENTv2, 300, messageTM, row(1)), query(350, "XA END 'x1'"), xaPrepare(400))
-	if err != nil || txn == nil || len(txn.Events) != 0 || txn.End.Pos != 400 {
-		t.Fatalf("XA without outbox rows: txn %+v, err %v", txn, err)
+	txn := step(mysqlGTID(100, uuidA, 1), query(200, "XA START X'7831',X'',1"), tableMapEv(250, messageTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 300, messageTM, row(1)), query(350, "XA END X'7831',X'',1"), xaPrepareEv(400, "x1", false))
+	if txn == nil || len(txn.Events) != 0 || txn.End.Pos != 400 {
+		t.Fatalf("XA without outbox rows: txn %+v", txn)
 	}
-	_, err = run(mysqlGTID(100, uuidA, 1), query(200, "XA START 'x2'"), tableMapEv(250, outboxTM),
-		rowsEv(replication.WRITE_ROWS_EVENTv2, 300, outboxTM, row(1)), query(350, "XA END 'x2'"), xaPrepare(400))
-	if !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "XA") {
-		t.Fatalf("XA with outbox rows: want ErrDecode naming XA, got %v", err)
+	if txn = step(mysqlGTID(410, uuidA, 2), query(420, "XA COMMIT X'7831',X'',1")); txn == nil || len(txn.Events) != 0 || txn.End.Pos != 420 {
+		t.Fatalf("XA COMMIT without outbox rows: txn %+v", txn)
+	}
+	before := st.pos
+	// x2 prepared with an outbox row: nothing published, position held
+	txn = step(mysqlGTID(500, uuidA, 3), query(510, "XA START X'7832',X'',1"), tableMapEv(520, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 530, outboxTM, row(2)), query(540, "XA END X'7832',X'',1"), xaPrepareEv(550, "x2", false))
+	if txn == nil || len(txn.Events) != 0 || txn.End.Pos != before.Pos {
+		t.Fatalf("XA PREPARE with outbox rows: txn %+v, want no events, end %s", txn, before.FilePos())
+	}
+	// a regular transaction in between: published, resumable position still before x2
+	txn = step(mysqlGTID(600, uuidA, 4), query(610, "BEGIN"), tableMapEv(620, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 630, outboxTM, row(3)), xid(640))
+	if txn == nil || len(txn.Events) != 1 || txn.Events[0].ID != 3 || txn.End.Pos != before.Pos || txn.End.GTIDSet != before.GTIDSet {
+		t.Fatalf("transaction after a held XA: txn %+v, want row 3 ending at %+v", txn, before)
+	}
+	// x3 prepared with a row, then rolled back: nothing
+	step(mysqlGTID(700, uuidA, 5), query(710, "XA START 'x3'"), tableMapEv(720, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 730, outboxTM, row(4)), query(740, "XA END 'x3'"), xaPrepareEv(750, "x3", false))
+	if txn = step(mysqlGTID(800, uuidA, 6), query(810, "XA ROLLBACK X'7833',X'',1")); txn == nil || len(txn.Events) != 0 || txn.End.Pos != before.Pos {
+		t.Fatalf("XA ROLLBACK: txn %+v, want no events, position still held for x2", txn)
+	}
+	// x2 committed: its row goes out, the position moves on
+	txn = step(mysqlGTID(900, uuidA, 7), query(910, "XA COMMIT X'7832',X'',1"))
+	if txn == nil || len(txn.Events) != 1 || txn.Events[0].ID != 2 || txn.End.Pos != 910 || !strings.Contains(txn.End.GTIDSet, uuidA+":1-7") {
+		t.Fatalf("XA COMMIT: txn %+v, want row 2 ending at 910 with GTIDs 1-7", txn)
+	}
+	// one phase: committed at the prepare event
+	txn = step(mysqlGTID(1000, uuidA, 8), query(1010, "XA START 'x4'"), tableMapEv(1020, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 1030, outboxTM, row(5)), query(1040, "XA END 'x4'"), xaPrepareEv(1050, "x4", true))
+	if txn == nil || len(txn.Events) != 1 || txn.Events[0].ID != 5 || txn.End.Pos != 1050 {
+		t.Fatalf("XA COMMIT ONE PHASE: txn %+v, want row 5 ending at 1050", txn)
+	}
+	if len(st.prepared) != 0 || len(st.emptyXA) != 0 || start.Pos == 0 {
+		t.Fatalf("state left: prepared %v, emptyXA %v", st.prepared, st.emptyXA)
+	}
+}
+
+func TestParseXAEnd(t *testing.T) {
+	for _, tc := range []struct {
+		q          string
+		xid        string
+		commit, ok bool
+	}{
+		{"XA COMMIT X'7831',X'',1", "7831,,1", true, true},
+		{"XA ROLLBACK X'7831',X'6232',7", "7831,6232,7", false, true},
+		{"xa commit 'x1'", "7831,,1", true, true},
+		{"XA COMMIT 'x1','b2'", "7831,6232,1", true, true},
+		{"XA COMMIT 'x1' ONE PHASE", "7831,,1", true, true},
+		{"XA START 'x1'", "", false, false},
+		{"XA COMMIT X'zz',X'',1", "", false, false},
+		{"XA COMMIT 'x1", "", false, false},
+	} {
+		xid, commit, ok := parseXAEnd([]byte(tc.q))
+		if xid != tc.xid || commit != tc.commit || ok != tc.ok {
+			t.Errorf("parseXAEnd(%q) = %q, %v, %v; want %q, %v, %v", tc.q, xid, commit, ok, tc.xid, tc.commit, tc.ok)
+		}
+	}
+	if _, _, err := parseXAPrepare([]byte{0, 1, 0, 0, 0, 200, 0, 0, 0, 0, 0, 0, 0}); !errors.Is(err, ErrCorruptEvent) {
+		t.Errorf("parseXAPrepare of a short body: %v, want ErrCorruptEvent", err)
 	}
 }
 

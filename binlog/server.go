@@ -220,15 +220,8 @@ func (s *Server) checkServerID(ctx context.Context) error {
 				zap.Error(err))
 			return nil
 		}
-		host := ""
-		for i := 0; i < r.RowNumber(); i++ {
-			id, _ := r.GetUintByName(i, "Server_id")
-			if uint32(id) == s.cfg.ServerID {
-				host, _ = r.GetStringByName(i, "Host")
-				host = or(host, "(no report_host)")
-			}
-		}
-		if host == "" {
+		host, found := replicaHost(r, s.cfg.ServerID)
+		if !found {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -19,8 +19,16 @@ type Ack struct {
 	Partitions map[string]int
 }
 
+// Observer learns the outcome of each checkpoint write (the health
+// metrics' checkpoint age and write errors); it must not block.
+type Observer interface {
+	CheckpointSaved(p binlog.Position)
+	CheckpointFailed()
+}
+
 // Committer saves acknowledged positions through a Writer, periodically.
 type Committer struct {
+	obs      Observer
 	w        *Writer
 	interval time.Duration
 	timeout  time.Duration
@@ -39,6 +47,10 @@ func NewCommitter(w *Writer, interval, timeout time.Duration, saved binlog.Posit
 	return &Committer{w: w, interval: interval, timeout: timeout, log: log.Named("checkpoint"),
 		warn: logging.NewLimiter(10*time.Second, 1), acked: saved, saved: saved}
 }
+
+// SetObserver makes the Committer report each write to o. Call it before
+// Run.
+func (c *Committer) SetObserver(o Observer) { c.obs = o }
 
 // Acked returns the newest acknowledged position: everything before it is
 // in Kafka, whether or not it is stored yet.
@@ -123,11 +135,17 @@ func (c *Committer) save(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := c.w.Write(ctx, p); err != nil {
+		if c.obs != nil {
+			c.obs.CheckpointFailed()
+		}
 		return err
 	}
 	c.mu.Lock()
 	c.saved = p
 	c.mu.Unlock()
+	if c.obs != nil {
+		c.obs.CheckpointSaved(p)
+	}
 	return nil
 }
 

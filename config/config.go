@@ -38,8 +38,9 @@ type Config struct {
 	// RetryBackoffMax caps the wait between pipeline restarts after a
 	// retryable error (broker, database or network down).
 	RetryBackoffMax time.Duration `yaml:"retry-backoff-max" env:"RETRY_BACKOFF_MAX"`
-	// MetricsAddr is where run serves Prometheus metrics at /metrics,
-	// host:port (e.g. 127.0.0.1:9108); empty: not served.
+	// MetricsAddr is where run serves /metrics, /healthz, /readyz and
+	// /status (default 127.0.0.1:9108, loopback only; "" serves nothing),
+	// host:port.
 	MetricsAddr string `yaml:"metrics-addr" env:"METRICS_ADDR"`
 }
 
@@ -51,7 +52,8 @@ func Default() Config {
 		Checkpoint:      checkpoint.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
 		ShutdownTimeout: 30 * time.Second,
-		RetryBackoffMax: 30 * time.Second,
+		RetryBackoffMax: 5 * time.Second,
+		MetricsAddr:     "127.0.0.1:9108",
 	}
 }
 

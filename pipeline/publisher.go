@@ -7,11 +7,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
@@ -19,14 +21,42 @@ import (
 	"go.uber.org/zap"
 )
 
-// Observer receives the publisher's measurements besides the Writer's.
+// Observer receives the publisher's measurements besides the Writer's
+// (*health.Metrics implements it). Its methods must not block.
 type Observer interface {
 	sink.Observer
+	checkpoint.Observer
 	// Restarted counts a pipeline restart after a retryable error.
 	Restarted()
 	// PurgedSkip counts a skip over purged binlogs (source.on-purged) and
 	// returns the count so far.
 	PurgedSkip() uint64
+	// SourceState: connected to the source's binlog, and caught up (at
+	// the end of the binlog with everything read acknowledged).
+	SourceState(connected, caughtUp bool)
+	// SeedCommitTime: the checkpoint's commit time, before anything is
+	// acknowledged.
+	SeedCommitTime(t time.Time)
+	// SetBytesBehind: binlog bytes from the resume position to the end.
+	SetBytesBehind(n int64)
+	// InitTopics and SetDeadLetterTopic name the topics known at start,
+	// so that their series exist at 0.
+	InitTopics(topics ...string)
+	SetDeadLetterTopic(topic string)
+	// PoisonStopped counts a stop on a poison record (on-poison: fail).
+	PoisonStopped(reason sink.Reason)
+}
+
+// Phase is told the publisher's state for /readyz (*health.Phase).
+type Phase interface {
+	Set(s health.State, reason string)
+}
+
+// Ticker is the publisher's liveness for /healthz (*health.Ticker): Tick
+// while its loops run, Pause while it waits on purpose (the backoff).
+type Ticker interface {
+	Tick()
+	Pause()
 }
 
 // Options are run's command-line decisions that are not configuration.
@@ -40,6 +70,10 @@ type Options struct {
 	Backfill bool
 	// Version is logged at start.
 	Version string
+	// Phase and Live, when set, follow the publisher's state (/readyz)
+	// and loops (/healthz).
+	Phase Phase
+	Live  Ticker
 }
 
 // Publisher is run: it decides where to start (Decide), then runs the
@@ -61,6 +95,15 @@ type Publisher struct {
 	// deadLettered counts the records the sink dead-lettered, over restarts.
 	deadLettered uint64
 	headroom     *logging.Limiter // the oldest-binlog warning: once per 10 min
+}
+
+// LivenessPeriod is how long the publisher may go without a tick before
+// /healthz reports it stuck: it ticks at each acknowledged round, each
+// heartbeat of the source (heartbeat-period) and each pipeline start, so
+// the longest legitimate silence is a read timeout plus a produce round's
+// retries, with a margin.
+func LivenessPeriod(cfg config.Config) time.Duration {
+	return 2*cfg.Source.ReadTimeout + time.Duration(cfg.Kafka.MaxAttempts+1)*cfg.Kafka.WriteTimeout + cfg.Source.HeartbeatPeriod + time.Minute
 }
 
 // NewPublisher returns a Publisher for a configuration valid for
@@ -95,13 +138,25 @@ func (p *Publisher) Run(ctx context.Context) error {
 	backoff := time.Second
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
+		p.tick()
 		err := p.attempt(ctx, attempt)
 		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+			p.setPhase(health.Stopping, "signal received")
 			p.log.Info("stopped")
 			return nil
 		}
+		p.obs.SourceState(false, false)
+		var perr *sink.PoisonError
+		if errors.As(err, &perr) {
+			p.obs.PoisonStopped(perr.Reason)
+		}
 		if err == nil || IsFatal(err) {
+			p.setPhase(health.Stopping, fmt.Sprintf("stopped: %v", err))
 			return err
+		}
+		p.setPhase(health.Starting, fmt.Sprintf("restarting in %s after: %v", backoff, err))
+		if p.opts.Live != nil {
+			p.opts.Live.Pause()
 		}
 		if time.Since(began) > time.Minute {
 			backoff = time.Second
@@ -123,6 +178,18 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, cfg.RetryBackoffMax)
+	}
+}
+
+func (p *Publisher) setPhase(s health.State, reason string) {
+	if p.opts.Phase != nil {
+		p.opts.Phase.Set(s, reason)
+	}
+}
+
+func (p *Publisher) tick() {
+	if p.opts.Live != nil {
+		p.opts.Live.Tick()
 	}
 }
 
@@ -177,11 +244,59 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	if files, err := srv.BinaryLogSizes(); err == nil && len(files) > 0 {
+		last := files[len(files)-1]
+		if n, _, ok := binlog.Span(files, from, binlog.Position{File: last.Name, Pos: uint32(min(last.Size, 1<<32-1))}); ok {
+			p.obs.SetBytesBehind(n)
+		}
+	}
 	reader := binlog.NewReader(cfg.Source, srv.Flavor(), cols, from, p.log)
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	reader.SetBudget(budget)
 	srv.Close()
 	return p.stream(ctx, "reader", reader, budget, cpw, saved)
+}
+
+// progress follows the reader and the acknowledgements to tell the
+// observer whether the publisher is caught up, and keeps the liveness
+// ticking. Its methods are called from the reader's and the relay's
+// goroutines.
+type progress struct {
+	p     *Publisher
+	mu    sync.Mutex
+	acked binlog.Position // newest acknowledged
+	idle  binlog.Position // the reader's position at its last heartbeat; zero: busy
+}
+
+// Streaming implements binlog.Observer.
+func (g *progress) Streaming() {
+	g.p.setPhase(health.Streaming, "")
+	g.p.obs.SourceState(true, false)
+	g.p.tick()
+}
+
+// Idle implements binlog.Observer.
+func (g *progress) Idle(at binlog.Position) {
+	g.mu.Lock()
+	g.idle = at
+	caught := binlog.ComparePos(g.acked, at) >= 0
+	g.mu.Unlock()
+	g.p.obs.SourceState(true, caught)
+	if caught {
+		g.p.obs.SetBytesBehind(0)
+	}
+	g.p.tick()
+}
+
+func (g *progress) ack(a sink.Ack) {
+	g.mu.Lock()
+	g.acked = a.End
+	caught := !g.idle.IsZero() && binlog.ComparePos(a.End, g.idle) >= 0
+	g.mu.Unlock()
+	if caught {
+		g.p.obs.SourceState(true, true)
+	}
+	g.p.tick()
 }
 
 // first decides where the first pipeline start begins (Decide) and
@@ -198,6 +313,15 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp *checkpoin
 			return binlog.Position{}, err
 		}
 		f.Heads = heads
+	}
+	if cp != nil {
+		p.obs.SeedCommitTime(cp.EventTime)
+	}
+	if !f.Template {
+		p.obs.InitTopics(f.Topic)
+	}
+	if cfg.Kafka.OnPoison == sink.PolicyDeadLetter {
+		p.obs.SetDeadLetterTopic(cfg.Kafka.DeadLetterTopic)
 	}
 	d, err := Decide(f)
 	for _, n := range d.Notes {
@@ -243,7 +367,12 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 	writer.SetObserver(p.obs)
 	writer.PinPartitions(p.parts)
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)
-	err := Run(ctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget}, cfg.ShutdownTimeout, p.log)
+	committer.SetObserver(p.obs)
+	prog := &progress{p: p, acked: saved}
+	if r, ok := src.(*binlog.Reader); ok {
+		r.SetObserver(prog)
+	}
+	err := Run(ctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
 	p.resume = committer.Acked()
 	p.deadLettered += writer.DeadLettered()
 	// Topics first written during this run (a template topic's new event
@@ -329,3 +458,11 @@ func (nopObserver) Produced([]kafka.Message, time.Duration, error) {}
 func (nopObserver) Acked(binlog.Position)                          {}
 func (nopObserver) Restarted()                                     {}
 func (nopObserver) PurgedSkip() uint64                             { return 0 }
+func (nopObserver) SourceState(bool, bool)                         {}
+func (nopObserver) SeedCommitTime(time.Time)                       {}
+func (nopObserver) SetBytesBehind(int64)                           {}
+func (nopObserver) InitTopics(...string)                           {}
+func (nopObserver) SetDeadLetterTopic(string)                      {}
+func (nopObserver) PoisonStopped(sink.Reason)                      {}
+func (nopObserver) CheckpointSaved(binlog.Position)                {}
+func (nopObserver) CheckpointFailed()                              {}

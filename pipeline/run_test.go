@@ -34,6 +34,8 @@ type slowWriter struct {
 	delay time.Duration
 	mu    sync.Mutex
 	read  []binlog.Position
+	first chan struct{} // closed at the first transaction read, when set
+	once  sync.Once
 }
 
 func (w *slowWriter) Acks() <-chan sink.Ack { return w.acks }
@@ -43,6 +45,9 @@ func (w *slowWriter) Run(ctx context.Context, in <-chan binlog.Txn) error {
 		w.mu.Lock()
 		w.read = append(w.read, txn.End)
 		w.mu.Unlock()
+		if w.first != nil {
+			w.once.Do(func() { close(w.first) })
+		}
 		select {
 		case <-time.After(w.delay):
 		case <-ctx.Done():
@@ -97,9 +102,9 @@ func TestRunSignalDrains(t *testing.T) {
 // A drain that does not end within the shutdown timeout is cut short.
 func TestRunDrainBounded(t *testing.T) {
 	src := &endless{out: make(chan binlog.Txn, 8)}
-	w := &slowWriter{acks: make(chan sink.Ack, 64), delay: time.Hour}
+	w := &slowWriter{acks: make(chan sink.Ack, 64), delay: time.Hour, first: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	go func() { <-w.first; cancel() }()
 	began := time.Now()
 	err := Run(ctx, Stages{Name: "test", Source: src, Writer: w}, 20*time.Millisecond, zap.NewNop())
 	if err == nil || time.Since(began) > 5*time.Second {

@@ -26,6 +26,9 @@ type Options struct {
 	Sleep     time.Duration // pause between batches
 	DryRun    bool
 	ServerID  uint32 // replica server_id to read the binlog from the checkpoint
+	// Progress, when set, is told the rows deleted so far, of how many,
+	// and the last id deleted, after each batch.
+	Progress func(deleted, of int64, lastID int64)
 }
 
 // ParseAge parses a Go duration with an additional day unit: 7d, 1d12h, 36h.
@@ -229,6 +232,9 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 		}
 		sum.deleted += int64(res.AffectedRows)
 		sum.batches++
+		if o.Progress != nil {
+			o.Progress(sum.deleted, sum.candidates, after)
+		}
 		if sum.batches%100 == 0 {
 			log.Info("prune progress", zap.Int64("deleted", sum.deleted), zap.Int64("of", sum.candidates), zap.Int64("last_id", after))
 		}

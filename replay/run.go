@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
@@ -51,10 +50,11 @@ type Progress struct {
 // Run reads the plan's range and publishes it with pipeline.Run (a signal
 // stops the reading and drains what was read, as in run) through the
 // configured router plus the replay headers (replayed=true, replay_id
-// id), or only counts it with o.DryRun. progress, when set, is called at
-// most once per every interval with the acknowledged progress. The
-// summary is valid even when Run fails: Acked is where to resume.
-func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string, every time.Duration, progress func(Progress), log *zap.Logger) (*Summary, error) {
+// id), or only counts it with o.DryRun. progress, when set, is called
+// with the acknowledged progress after each acknowledged round (it must
+// not block). The summary is valid even when Run fails: Acked is where to
+// resume.
+func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string, progress func(Progress), log *zap.Logger) (*Summary, error) {
 	sum := &Summary{PerTopic: map[string]int64{}}
 	var src pipeline.Source
 	if plan.Files != nil {
@@ -82,7 +82,6 @@ func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string
 	var (
 		mu   sync.Mutex
 		done Progress
-		last time.Time
 	)
 	onAck := func(a sink.Ack) {
 		mu.Lock()
@@ -90,8 +89,7 @@ func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string
 		done.At = a.End
 		p := done
 		mu.Unlock()
-		if progress != nil && time.Since(last) >= every {
-			last = time.Now()
+		if progress != nil {
 			p.Done = -1
 			if n, _, ok := binlog.Span(plan.Logs, plan.From, p.At); ok {
 				p.Done = n

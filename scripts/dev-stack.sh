@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# dev-stack.sh — a real local MariaDB + Redis + Kafka stack on loopback, no Docker.
+# dev-stack.sh — a real local MySQL/MariaDB + Redis + Kafka stack on loopback, no Docker.
 #
 #   scripts/dev-stack.sh up        install what is missing, start all three, wait until they answer
-#   scripts/dev-stack.sh down      stop what this script started (by pid file); data is kept
+#   scripts/dev-stack.sh down      stop what this script started (by pid file; every flavour); data is kept
 #   scripts/dev-stack.sh status    print each service up/down (exit 0 only if all are up)
 #   scripts/dev-stack.sh env       print `export` lines:  eval "$(scripts/dev-stack.sh env)"
-#   scripts/dev-stack.sh {start,stop,restart,kill}-{mariadb,redis,kafka}
-#                                  one service (kill-* = SIGKILL, for crash tests)
+#   scripts/dev-stack.sh {start,stop,restart,kill}-{db,redis,kafka}
+#                                  one service (kill-* = SIGKILL, for crash tests); db = CDC_FLAVOR's
+#   scripts/dev-stack.sh {start,stop,restart,kill}-mariadb   the same for MariaDB 10.11 (the default flavour)
 #   scripts/dev-stack.sh kafka-topics|kafka-console-producer|kafka-console-consumer ARGS...
 #                                  Kafka CLI tools (--bootstrap-server is added if missing)
 #   scripts/dev-stack.sh kafka-tool MAIN_CLASS ARGS...   any class on the Kafka classpath
-#   scripts/dev-stack.sh mysql [ARGS...]                 mariadb client, logged in as root
+#   scripts/dev-stack.sh mysql [ARGS...]                 the flavour's client, logged in as root
 #   scripts/dev-stack.sh redis-cli [ARGS...]             redis-cli on our port
 #   scripts/dev-stack.sh wipe      down + delete the stack dir (jar cache is kept)
 #   scripts/dev-stack.sh up-secure    also start the secured servers (TLS MariaDB, TLS+ACL Redis,
@@ -18,22 +19,30 @@
 #   scripts/dev-stack.sh down-secure  stop them
 #
 # Environment (defaults in brackets):
-#   CDC_STACK_DIR [/tmp/cdc-outbox-stack]   all data + logs (mariadb/ redis/ kafka/ logs/)
-#   CDC_CACHE_DIR [$HOME/.cache/cdc-outbox] Kafka jars, kept across down/up
-#   CDC_MYSQL_PORT [33306]  CDC_MYSQL_ROOT_PASSWORD [root]  CDC_MYSQL_DB [im]
+#   CDC_FLAVOR [mariadb]    the database: mariadb (10.11, host packages), mysql (9.7, Debian sid),
+#                           mariadb11 (11.8, Debian 13); env prints it, tests read it
+#   CDC_STACK_DIR [/tmp/cdc-outbox-stack]   all data + logs (mariadb/ mysql/ mariadb11/ redis/ kafka/ logs/)
+#   CDC_CACHE_DIR [$HOME/.cache/cdc-outbox] Kafka jars and the Debian roots, kept across down/up
+#   CDC_MYSQL_PORT [33306] (MariaDB 10.11)  CDC_MYSQL9_PORT [33307]  CDC_MARIADB11_PORT [33308]
+#   CDC_MYSQL_ROOT_PASSWORD [root]  CDC_MYSQL_DB [im]
+#   CDC_DEBIAN_MIRROR [the first Debian URI of /etc/apt/sources.list*] for debootstrap
 #   CDC_MYSQL_DURABLE [0]   1 = innodb_flush_log_at_trx_commit=1 + sync_binlog=1
 #   CDC_REDIS_PORT [36379]
 #   CDC_KAFKA_PORT [39092]  CDC_KAFKA_CONTROLLER_PORT [39093]  CDC_KAFKA_VERSION [4.1.1]
 #   CDC_STACK_TIMEOUT [120] seconds to wait for each service
 #
-# MariaDB and Redis come from Debian packages (apt-get), Kafka (KRaft, single combined
-# broker+controller node) from Maven Central jars fetched with mvn. Debian's system
-# services are never used (no systemctl/service); our ports differ from the defaults.
+# MariaDB 10.11 and Redis come from the host's Debian packages (apt-get), MySQL 9.7 and
+# MariaDB 11.8 from Debian roots made with debootstrap (cached), Kafka (KRaft, single
+# combined broker+controller node) from Maven Central jars fetched with mvn. Debian's
+# system services are never used (no systemctl/service); our ports differ from the defaults.
 set -euo pipefail
 
 STACK_DIR="${CDC_STACK_DIR:-/tmp/cdc-outbox-stack}"
 CACHE_DIR="${CDC_CACHE_DIR:-${HOME:-/root}/.cache/cdc-outbox}"
+FLAVOR="${CDC_FLAVOR:-mariadb}"
 MYSQL_PORT="${CDC_MYSQL_PORT:-33306}"
+MYSQL9_PORT="${CDC_MYSQL9_PORT:-33307}"
+MARIADB11_PORT="${CDC_MARIADB11_PORT:-33308}"
 MYSQL_ROOT_PASSWORD="${CDC_MYSQL_ROOT_PASSWORD:-root}"
 MYSQL_DB="${CDC_MYSQL_DB:-im}"
 MYSQL_DURABLE="${CDC_MYSQL_DURABLE:-0}"
@@ -44,15 +53,8 @@ KAFKA_VERSION="${CDC_KAFKA_VERSION:-4.1.1}"
 TIMEOUT="${CDC_STACK_TIMEOUT:-120}"
 
 LOG_DIR="$STACK_DIR/logs"
-MDB_DIR="$STACK_DIR/mariadb"
 REDIS_DIR="$STACK_DIR/redis"
 KAFKA_DIR="$STACK_DIR/kafka"
-
-MDB_CNF="$MDB_DIR/my.cnf"
-MDB_CLIENT_CNF="$MDB_DIR/client.cnf"
-MDB_SOCK="$MDB_DIR/mysqld.sock"
-MDB_PID="$MDB_DIR/mysqld.pid"
-MDB_LOG="$LOG_DIR/mariadb.log"
 
 REDIS_CONF="$REDIS_DIR/redis.conf"
 REDIS_PID="$REDIS_DIR/redis.pid"
@@ -113,7 +115,7 @@ reserve_ports() {
   local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
   [[ -w $f ]] || return 0
   cur=$(cat "$f" 2>/dev/null) || return 0
-  echo "${cur:+$cur,}$MYSQL_PORT,$REDIS_PORT,$KAFKA_PORT,$KAFKA_CONTROLLER_PORT" >"$f" 2>/dev/null || true
+  echo "${cur:+$cur,}$MYSQL_PORT,$MYSQL9_PORT,$MARIADB11_PORT,$REDIS_PORT,$KAFKA_PORT,$KAFKA_CONTROLLER_PORT" >"$f" 2>/dev/null || true
 }
 
 # check_port_free SERVICE PORT: refuse to start if a foreign process owns our port.
@@ -160,20 +162,32 @@ kill_pid() {
 }
 
 mkdirs() {
-  mkdir -p "$LOG_DIR" "$MDB_DIR" "$REDIS_DIR" "$KAFKA_DIR" "$CACHE_DIR"
+  mkdir -p "$LOG_DIR" "$REDIS_DIR" "$KAFKA_DIR" "$CACHE_DIR"
 }
 
 # ---------------------------------------------------------------- packages
 
 need_cmd() { command -v "$1" >/dev/null 2>&1; }
 
+# ensure_packages: the host packages the stack needs (the selected flavour's
+# database: MariaDB 10.11, or debootstrap to build the root of another).
 ensure_packages() {
   local pkgs=()
-  need_cmd mariadbd && need_cmd mariadb-install-db || pkgs+=(mariadb-server)
-  need_cmd mariadb && need_cmd mariadb-admin || pkgs+=(mariadb-client)
+  if [[ $FLAVOR == mariadb ]]; then
+    need_cmd mariadbd && need_cmd mariadb-install-db || pkgs+=(mariadb-server)
+    need_cmd mariadb && need_cmd mariadb-admin || pkgs+=(mariadb-client)
+  elif [[ ! -f $DB_CACHE_ROOT/.complete ]]; then
+    need_cmd debootstrap || pkgs+=(debootstrap)
+  fi
   need_cmd redis-server && need_cmd redis-cli || pkgs+=(redis-server)
   need_cmd java || pkgs+=(default-jre-headless)
   need_cmd mvn || pkgs+=(maven)
+  ensure_apt "${pkgs[@]}"
+}
+
+# ensure_apt PKG...: apt-get install on the host (as root, or with sudo -n)
+ensure_apt() {
+  local pkgs=("$@")
   ((${#pkgs[@]})) || return 0
 
   local sudo=()
@@ -197,31 +211,168 @@ ensure_packages() {
   hash -r
 }
 
-# ---------------------------------------------------------------- MariaDB
+# ---------------------------------------------------------------- database flavours
+#
+# CDC_FLAVOR selects the database server:
+#   mariadb    MariaDB 10.11 from the host's Debian packages (default), $STACK_DIR/mariadb
+#   mysql      MySQL 9.7 (Debian sid mysql-server-core), $STACK_DIR/mysql
+#   mariadb11  MariaDB 11.8 (Debian 13 trixie mariadb-server), $STACK_DIR/mariadb11
+# The last two run chrooted in a Debian root made with debootstrap (their libc is
+# newer than the host's). The root is built once into $CACHE_DIR and each stack
+# gets a hard-linked copy ($STACK_DIR/<flavour>/root), whose /cdc holds the
+# config, datadir, binlogs and socket ($STACK_DIR/<flavour>/cdc links to it).
 
-mariadb_write_config() {
-  mkdir -p "$MDB_DIR/data" "$MDB_DIR/binlog" "$MDB_DIR/tmp"
-  local flush=2 sync=0
+FLAVORS=(mariadb mysql mariadb11)
+
+# flavor_setup NAME: set the DB_* variables for one flavour.
+flavor_setup() {
+  FLAVOR=$1
+  case $FLAVOR in
+    mariadb)
+      DB_LABEL="MariaDB 10.11" DB_PORT=$MYSQL_PORT DB_TOP="$STACK_DIR/mariadb"
+      DB_ROOT="" DB_HOST_DIR="$STACK_DIR/mariadb" DB_SRV_DIR="$STACK_DIR/mariadb"
+      DB_SERVER=mariadbd DB_CLIENT=mariadb DB_ADMIN=mariadb-admin DB_BINLOG=mariadb-bin
+      DB_LOG="$LOG_DIR/mariadb.log" ;;
+    mysql)
+      DB_LABEL="MySQL 9.7" DB_PORT=$MYSQL9_PORT DB_TOP="$STACK_DIR/mysql"
+      DB_ROOT="$STACK_DIR/mysql/root" DB_HOST_DIR="$STACK_DIR/mysql/root/cdc" DB_SRV_DIR=/cdc
+      DB_SERVER=mysqld DB_CLIENT=mysql DB_ADMIN=mysqladmin DB_BINLOG=mysql-bin
+      DB_CACHE_ROOT="$CACHE_DIR/root-sid-mysql" DB_SUITE=sid
+      DB_PKGS=(mysql-server-core mysql-client-core) DB_WANT_VERSION='^9\.7\.'
+      DB_LOG="$LOG_DIR/mysql.log" ;;
+    mariadb11)
+      DB_LABEL="MariaDB 11.8" DB_PORT=$MARIADB11_PORT DB_TOP="$STACK_DIR/mariadb11"
+      DB_ROOT="$STACK_DIR/mariadb11/root" DB_HOST_DIR="$STACK_DIR/mariadb11/root/cdc" DB_SRV_DIR=/cdc
+      DB_SERVER=mariadbd DB_CLIENT=mariadb DB_ADMIN=mariadb-admin DB_BINLOG=mariadb-bin
+      DB_CACHE_ROOT="$CACHE_DIR/root-trixie-mariadb" DB_SUITE=trixie
+      DB_PKGS=(mariadb-server mariadb-client) DB_WANT_VERSION='^11\.8\.'
+      DB_LOG="$LOG_DIR/mariadb11.log" ;;
+    *) die "CDC_FLAVOR=$FLAVOR: want mariadb (10.11, host packages), mysql (9.7) or mariadb11 (11.8)" ;;
+  esac
+  DB_CNF="$DB_HOST_DIR/my.cnf" DB_CLIENT_CNF="$DB_HOST_DIR/client.cnf"
+  DB_PID="$DB_HOST_DIR/mysqld.pid" DB_SOCK_SRV="$DB_SRV_DIR/mysqld.sock"
+  # the binlog directory as the host sees it (tests copy files from it)
+  DB_BINLOG_DIR="$DB_HOST_DIR/binlog"
+}
+
+# in_db CMD ARGS...: run a server-side binary of the flavour (chrooted if it has a root).
+in_db() {
+  if [[ -n $DB_ROOT ]]; then
+    chroot "$DB_ROOT" "$@"
+  else
+    "$@"
+  fi
+}
+
+# debian_mirror: the Debian mirror this machine's apt sources use (CDC_DEBIAN_MIRROR overrides).
+debian_mirror() {
+  if [[ -n ${CDC_DEBIAN_MIRROR:-} ]]; then echo "$CDC_DEBIAN_MIRROR"; return; fi
+  local uri
+  uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    grep -oE '(https?|ftp)://[^ ]+/debian/?( |$)' | grep -v -- '-security' | head -n 1 | tr -d ' ') || true
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
+# root_build: build the flavour's cached Debian root (once; under a lock, into a
+# scratch dir renamed at the end so a failed build never leaves half a root).
+root_build() {
+  [[ -f $DB_CACHE_ROOT/.complete ]] && return 0
+  mkdir -p "$CACHE_DIR"
+  need_cmd debootstrap || ensure_apt debootstrap
+  local lock="$CACHE_DIR/roots.lock" blog="$LOG_DIR/root-$FLAVOR.log"
+  exec 9>"$lock"
+  flock 9
+  if [[ -f $DB_CACHE_ROOT/.complete ]]; then exec 9>&-; return 0; fi
+  local mirror base="$CACHE_DIR/debian-$DB_SUITE-base" aptopt=(-o Acquire::Check-Valid-Until=false)
+  mirror=$(debian_mirror)
+  if [[ ! -f $base/.complete ]]; then
+    log "$FLAVOR: debootstrap --variant=minbase $DB_SUITE from $mirror into $base (log: $blog)"
+    rm -rf "$base.tmp"
+    debootstrap --variant=minbase "$DB_SUITE" "$base.tmp" "$mirror" >>"$blog" 2>&1 ||
+      fail_with_log "$FLAVOR" "$blog" "debootstrap $DB_SUITE failed"
+    touch "$base.tmp/.complete"
+    mv "$base.tmp" "$base"
+  fi
+  log "$FLAVOR: installing ${DB_PKGS[*]} into $DB_CACHE_ROOT (log: $blog)"
+  rm -rf "$DB_CACHE_ROOT.tmp"
+  cp -a "$base" "$DB_CACHE_ROOT.tmp"
+  rm -f "$DB_CACHE_ROOT.tmp/.complete"
+  local r="$DB_CACHE_ROOT.tmp"
+  cp /etc/hosts "$r/etc/hosts"
+  # no service starts from package scripts inside the root
+  printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d" && chmod 755 "$r/usr/sbin/policy-rc.d"
+  # the mirror's Release files may be past their Valid-Until date
+  echo 'Acquire::Check-Valid-Until "false";' >"$r/etc/apt/apt.conf.d/99cdc-outbox"
+  chroot "$r" apt-get "${aptopt[@]}" update >>"$blog" 2>&1 ||
+    fail_with_log "$FLAVOR" "$blog" "apt-get update in the $DB_SUITE root failed"
+  chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get "${aptopt[@]}" -o Dpkg::Use-Pty=0 \
+    install -y --no-install-recommends "${DB_PKGS[@]}" >>"$blog" 2>&1 ||
+    fail_with_log "$FLAVOR" "$blog" "apt-get install ${DB_PKGS[*]} in the $DB_SUITE root failed"
+  chroot "$r" apt-get clean >>"$blog" 2>&1 || true
+  rm -rf "$r/var/lib/mysql" "$r/var/lib/apt/lists/"*_Packages* 2>/dev/null || true
+  local v
+  v=$(chroot "$r" "/usr/sbin/$DB_SERVER" --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -n 1) || true
+  [[ $v =~ $DB_WANT_VERSION ]] || fail_with_log "$FLAVOR" "$blog" "$DB_SERVER in the $DB_SUITE root is version '$v', want $DB_WANT_VERSION (the suite moved on? CDC_FLAVOR needs an update)"
+  echo "$v" >"$r/.version"
+  touch "$r/.complete"
+  mv "$r" "$DB_CACHE_ROOT"
+  exec 9>&-
+  log "$FLAVOR: root ready ($DB_SERVER $v)"
+}
+
+# root_install: the stack's hard-linked copy of the cached root (the server only
+# writes below /cdc and /tmp, new files, so the cache is never modified).
+root_install() {
+  [[ -n $DB_ROOT ]] || return 0
+  root_build
+  if [[ -f $DB_ROOT/.complete && $(cat "$DB_ROOT/.version" 2>/dev/null) == $(cat "$DB_CACHE_ROOT/.version") ]]; then
+    return 0
+  fi
+  local keep=""
+  if [[ -d $DB_ROOT/cdc ]]; then keep="$DB_TOP/cdc.keep"; rm -rf "$keep"; mv "$DB_ROOT/cdc" "$keep"; fi
+  rm -rf "$DB_ROOT" "$DB_ROOT.tmp"
+  mkdir -p "$DB_TOP"
+  cp -al "$DB_CACHE_ROOT" "$DB_ROOT.tmp" 2>/dev/null || { rm -rf "$DB_ROOT.tmp"; cp -a "$DB_CACHE_ROOT" "$DB_ROOT.tmp"; }
+  mv "$DB_ROOT.tmp" "$DB_ROOT"
+  [[ -n $keep ]] && mv "$keep" "$DB_ROOT/cdc"
+  ln -sfn root/cdc "$DB_TOP/cdc"
+}
+
+db_write_config() {
+  mkdir -p "$DB_HOST_DIR/data" "$DB_HOST_DIR/binlog" "$DB_HOST_DIR/tmp"
+  local flush=2 sync=0 extra="" logerr="log-error=$DB_LOG"
   if [[ $MYSQL_DURABLE == 1 ]]; then flush=1 sync=1; fi
-  cat >"$MDB_CNF" <<EOF
-# generated by scripts/dev-stack.sh — edits are overwritten on every start
+  # a chrooted server cannot reach the host's log dir: its stderr goes there
+  [[ -n $DB_ROOT ]] && logerr="# errors: stderr, appended to $DB_LOG"
+  case $FLAVOR in
+    mysql)
+      extra="# MySQL: GTIDs on (off unless configured), no X protocol listener (port 33060),
+# LOAD DATA/SELECT INTO OUTFILE anywhere, full row metadata (9.x default: MINIMAL)
+gtid_mode=ON
+enforce_gtid_consistency=ON
+mysqlx=OFF
+secure-file-priv=\"\"
+binlog_expire_logs_auto_purge=ON" ;;
+  esac
+  cat >"$DB_CNF" <<EOF
+# generated by scripts/dev-stack.sh ($DB_LABEL) — edits are overwritten on every start
 [mysqld]
 user=$(run_user)
-datadir=$MDB_DIR/data
-tmpdir=$MDB_DIR/tmp
-socket=$MDB_SOCK
-pid-file=$MDB_PID
-log-error=$MDB_LOG
-port=$MYSQL_PORT
+datadir=$DB_SRV_DIR/data
+tmpdir=$DB_SRV_DIR/tmp
+socket=$DB_SOCK_SRV
+pid-file=$DB_SRV_DIR/mysqld.pid
+$logerr
+port=$DB_PORT
 bind-address=127.0.0.1
 skip-name-resolve
-# a private mariadbd does not read Debian's conf.d, so restore its utf8mb4 defaults
+# a private server does not read Debian's conf.d, so restore its utf8mb4 defaults
 character-set-server=utf8mb4
 collation-server=utf8mb4_unicode_ci
 # binlog for CDC
 server_id=1
-log_bin=$MDB_DIR/binlog/mariadb-bin
-log_bin_index=$MDB_DIR/binlog/mariadb-bin.index
+log_bin=$DB_SRV_DIR/binlog/$DB_BINLOG
+log_bin_index=$DB_SRV_DIR/binlog/$DB_BINLOG.index
 binlog_format=ROW
 binlog_row_image=FULL
 binlog_row_metadata=FULL
@@ -229,55 +380,62 @@ binlog_expire_logs_seconds=604800
 max_binlog_size=256M
 max_allowed_packet=64M
 # Dev speed: innodb_flush_log_at_trx_commit=2 + sync_binlog=0 still write the redo log
-# and binlog to the OS at every commit, so they survive a mariadbd crash/SIGKILL
+# and binlog to the OS at every commit, so they survive a server crash/SIGKILL
 # (only an OS crash can lose the last second). CDC_MYSQL_DURABLE=1 selects 1/1.
 innodb_flush_log_at_trx_commit=$flush
 sync_binlog=$sync
 innodb_buffer_pool_size=256M
 performance_schema=OFF
 max_connections=300
+$extra
 
 [client]
-socket=$MDB_SOCK
-port=$MYSQL_PORT
+socket=$DB_SOCK_SRV
+port=$DB_PORT
 default-character-set=utf8mb4
 EOF
-  # root over TCP, for `mariadb --defaults-file=$MDB_CLIENT_CNF`
+  # root over TCP, for `$DB_CLIENT --defaults-file=client.cnf`
   (
     umask 077
-    cat >"$MDB_CLIENT_CNF" <<EOF
+    cat >"$DB_CLIENT_CNF" <<EOF
 [client]
 user=root
 password=$MYSQL_ROOT_PASSWORD
 host=127.0.0.1
-port=$MYSQL_PORT
+port=$DB_PORT
 protocol=TCP
 default-character-set=utf8mb4
 EOF
   )
 }
 
-mariadb_ping() {
-  mariadb-admin --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYSQL_PORT" --connect-timeout=2 ping >/dev/null 2>&1
+db_ping() {
+  in_db "$DB_ADMIN" --no-defaults --protocol=TCP -h127.0.0.1 -P"$DB_PORT" --connect-timeout=2 ping >/dev/null 2>&1
 }
 
-mariadb_running() { pid_alive "$MDB_PID" mariadbd >/dev/null && mariadb_ping; }
+db_alive() { pid_alive "$DB_PID" "$DB_SERVER"; }
+db_running() { db_alive >/dev/null && db_ping; }
 
-# mariadb_sql_tcp SQL: run as root with the configured password over TCP
-mariadb_sql_tcp() {
-  mariadb --defaults-file="$MDB_CLIENT_CNF" --batch --skip-column-names -e "$1"
+# db_sql_tcp SQL: run as root with the configured password over TCP
+db_sql_tcp() {
+  in_db "$DB_CLIENT" --defaults-file="$DB_SRV_DIR/client.cnf" --batch --skip-column-names -e "$1"
 }
 
-mariadb_provision() {
-  local pw_sql db_sql
+db_provision() {
+  local pw_sql db_sql plog="$LOG_DIR/$FLAVOR-provision.log"
   pw_sql=${MYSQL_ROOT_PASSWORD//\\/\\\\}
   pw_sql=${pw_sql//\'/\\\'}
   db_sql=${MYSQL_DB//\`/\`\`}
-  if mariadb_sql_tcp "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME='$db_sql'" 2>/dev/null | grep 1 >/dev/null; then
+  if db_sql_tcp "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME='$db_sql'" 2>/dev/null | grep 1 >/dev/null; then
     return 0
   fi
-  log "mariadb: provisioning root@localhost/root@127.0.0.1 password and database '$MYSQL_DB'"
+  log "$FLAVOR: provisioning root@localhost/root@127.0.0.1 password and database '$MYSQL_DB'"
+  local anon=""
+  # mariadb-install-db in a Debian root creates anonymous users, which shadow
+  # user@% for logins from localhost
+  [[ $DB_SERVER == mariadbd ]] && anon="DELETE FROM mysql.global_priv WHERE User='';"
   local sql="SET SESSION sql_log_bin=0;
+$anon
 ALTER USER 'root'@'localhost' IDENTIFIED BY '$pw_sql';
 CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '$pw_sql';
 ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '$pw_sql';
@@ -286,68 +444,90 @@ CREATE DATABASE IF NOT EXISTS \`$db_sql\` CHARACTER SET utf8mb4 COLLATE utf8mb4_
 FLUSH PRIVILEGES;"
   # Over the socket as root: fresh datadir has an empty root password; later runs
   # have the configured one (MYSQL_PWD keeps it off the command line).
-  if MYSQL_PWD="$MYSQL_ROOT_PASSWORD" mariadb --no-defaults --socket="$MDB_SOCK" -uroot -e "$sql" 2>>"$LOG_DIR/mariadb-provision.log" ||
-    mariadb --no-defaults --socket="$MDB_SOCK" -uroot -e "$sql" 2>>"$LOG_DIR/mariadb-provision.log"; then
-    mariadb_sql_tcp "SELECT 1" >/dev/null 2>>"$LOG_DIR/mariadb-provision.log" ||
-      fail_with_log mariadb "$LOG_DIR/mariadb-provision.log" "root@127.0.0.1 login with CDC_MYSQL_ROOT_PASSWORD fails after provisioning"
+  if MYSQL_PWD="$MYSQL_ROOT_PASSWORD" in_db "$DB_CLIENT" --no-defaults --socket="$DB_SOCK_SRV" -uroot -e "$sql" 2>>"$plog" ||
+    in_db "$DB_CLIENT" --no-defaults --socket="$DB_SOCK_SRV" -uroot -e "$sql" 2>>"$plog"; then
+    db_sql_tcp "SELECT 1" >/dev/null 2>>"$plog" ||
+      fail_with_log "$FLAVOR" "$plog" "root@127.0.0.1 login with CDC_MYSQL_ROOT_PASSWORD fails after provisioning"
   else
-    fail_with_log mariadb "$LOG_DIR/mariadb-provision.log" "cannot log in as root to set the password (datadir made with another CDC_MYSQL_ROOT_PASSWORD? try: $0 wipe)"
+    fail_with_log "$FLAVOR" "$plog" "cannot log in as root to set the password (datadir made with another CDC_MYSQL_ROOT_PASSWORD? try: $0 wipe)"
   fi
 }
 
-start_mariadb() {
+# db_init: a fresh datadir, made in a scratch dir and renamed, so a failed init
+# never leaves half a datadir.
+db_init() {
+  [[ -d $DB_HOST_DIR/data/mysql ]] && return 0
+  local ilog="$LOG_DIR/$FLAVOR-init.log"
+  log "$FLAVOR: initializing datadir $DB_HOST_DIR/data"
+  rm -rf "$DB_HOST_DIR/data.init" && mkdir -p "$DB_HOST_DIR/data.init"
+  case $DB_SERVER in
+    mariadbd)
+      in_db mariadb-install-db --defaults-file="$DB_SRV_DIR/my.cnf" --user="$(run_user)" --datadir="$DB_SRV_DIR/data.init" \
+        --auth-root-authentication-method=normal --skip-test-db >>"$ilog" 2>&1 ||
+        fail_with_log "$FLAVOR" "$ilog" "mariadb-install-db failed" ;;
+    mysqld)
+      rmdir "$DB_HOST_DIR/data.init"
+      in_db mysqld --defaults-file="$DB_SRV_DIR/my.cnf" --initialize-insecure --user="$(run_user)" \
+        --datadir="$DB_SRV_DIR/data.init" --log-error="$DB_SRV_DIR/tmp/initialize.log" >>"$ilog" 2>&1 || {
+        cat "$DB_HOST_DIR/tmp/initialize.log" >>"$ilog" 2>/dev/null
+        fail_with_log "$FLAVOR" "$ilog" "mysqld --initialize-insecure failed"
+      }
+      cat "$DB_HOST_DIR/tmp/initialize.log" >>"$ilog" 2>/dev/null; rm -f "$DB_HOST_DIR/tmp/initialize.log" ;;
+  esac
+  rm -rf "$DB_HOST_DIR/data" && mv "$DB_HOST_DIR/data.init" "$DB_HOST_DIR/data"
+}
+
+start_db() {
   mkdirs
-  if mariadb_running; then
-    log "mariadb: already up (pid $(pid_alive "$MDB_PID" mariadbd), 127.0.0.1:$MYSQL_PORT)"
-    mariadb_write_config
-    mariadb_provision
+  root_install
+  mkdir -p "$DB_HOST_DIR"
+  if db_running; then
+    log "$FLAVOR: already up (pid $(db_alive), 127.0.0.1:$DB_PORT)"
+    db_write_config
+    db_provision
     return 0
   fi
-  if pid_alive "$MDB_PID" mariadbd >/dev/null; then
-    log "mariadb: process exists but does not answer yet; waiting"
+  if db_alive >/dev/null; then
+    log "$FLAVOR: process exists but does not answer yet; waiting"
   else
-    check_port_free mariadb "$MYSQL_PORT"
-    mariadb_write_config
-    if [[ ! -d $MDB_DIR/data/mysql ]]; then
-      # initialize into a scratch dir and rename, so a failed init never leaves a half datadir
-      log "mariadb: initializing datadir $MDB_DIR/data"
-      rm -rf "$MDB_DIR/data.init" && mkdir -p "$MDB_DIR/data.init"
-      mariadb-install-db --defaults-file="$MDB_CNF" --user="$(run_user)" --datadir="$MDB_DIR/data.init" \
-        --auth-root-authentication-method=normal --skip-test-db \
-        >>"$LOG_DIR/mariadb-install-db.log" 2>&1 ||
-        fail_with_log mariadb "$LOG_DIR/mariadb-install-db.log" "mariadb-install-db failed"
-      rm -rf "$MDB_DIR/data" && mv "$MDB_DIR/data.init" "$MDB_DIR/data"
+    check_port_free "$FLAVOR" "$DB_PORT"
+    db_write_config
+    db_init
+    rm -f "$DB_PID" "$DB_HOST_DIR/mysqld.sock"
+    log "$FLAVOR: starting $DB_LABEL on 127.0.0.1:$DB_PORT (log: $DB_LOG)"
+    local bin
+    if [[ -n $DB_ROOT ]]; then
+      # chroot execs the server, so the pid is the server's
+      setsid nohup chroot "$DB_ROOT" "/usr/sbin/$DB_SERVER" --defaults-file="$DB_SRV_DIR/my.cnf" >>"$DB_LOG" 2>&1 </dev/null &
+    else
+      bin=$(command -v "$DB_SERVER")
+      # --defaults-file must be the first option; setsid keeps it out of our process group
+      setsid nohup "$bin" --defaults-file="$DB_CNF" >>"$DB_LOG" 2>&1 </dev/null &
     fi
-    rm -f "$MDB_PID" "$MDB_SOCK"
-    log "mariadb: starting on 127.0.0.1:$MYSQL_PORT (log: $MDB_LOG)"
-    local mariadbd_bin
-    mariadbd_bin=$(command -v mariadbd)
-    # --defaults-file must be the first option; setsid keeps it out of our process group
-    setsid nohup "$mariadbd_bin" --defaults-file="$MDB_CNF" >>"$MDB_LOG" 2>&1 </dev/null &
-    local bgpid=$!
-    echo "$bgpid" >"$MDB_PID.launcher"
+    echo "$!" >"$DB_PID.launcher"
   fi
   local deadline=$((SECONDS + TIMEOUT))
-  until mariadb_ping; do
+  until db_ping; do
     if ((SECONDS >= deadline)); then
-      fail_with_log mariadb "$MDB_LOG" "did not answer on 127.0.0.1:$MYSQL_PORT within ${TIMEOUT}s"
+      fail_with_log "$FLAVOR" "$DB_LOG" "did not answer on 127.0.0.1:$DB_PORT within ${TIMEOUT}s"
     fi
-    if [[ -f $MDB_PID.launcher ]] && ! [[ -d /proc/$(cat "$MDB_PID.launcher") ]]; then
-      rm -f "$MDB_PID.launcher"
-      fail_with_log mariadb "$MDB_LOG" "mariadbd exited during startup"
+    if [[ -f $DB_PID.launcher ]] && ! [[ -d /proc/$(cat "$DB_PID.launcher") ]]; then
+      rm -f "$DB_PID.launcher"
+      fail_with_log "$FLAVOR" "$DB_LOG" "$DB_SERVER exited during startup"
     fi
     sleep 0.5
   done
   # the server writes pid-file itself; fall back to the launcher pid
-  if ! pid_alive "$MDB_PID" mariadbd >/dev/null && [[ -f $MDB_PID.launcher ]]; then
-    cp "$MDB_PID.launcher" "$MDB_PID"
+  if ! db_alive >/dev/null && [[ -f $DB_PID.launcher ]]; then
+    cp "$DB_PID.launcher" "$DB_PID"
   fi
-  rm -f "$MDB_PID.launcher"
-  mariadb_provision
-  log "mariadb: up (pid $(pid_alive "$MDB_PID" mariadbd || echo '?'), 127.0.0.1:$MYSQL_PORT, db '$MYSQL_DB')"
+  rm -f "$DB_PID.launcher"
+  db_provision
+  log "$FLAVOR: up ($DB_LABEL, pid $(db_alive || echo '?'), 127.0.0.1:$DB_PORT, db '$MYSQL_DB')"
 }
 
-stop_mariadb() { stop_pid mariadb "$MDB_PID" mariadbd; }
+stop_db() { stop_pid "$FLAVOR" "$DB_PID" "$DB_SERVER"; }
+kill_db() { kill_pid "$FLAVOR" "$DB_PID" "$DB_SERVER"; }
 
 # ---------------------------------------------------------------- Redis
 
@@ -870,24 +1050,35 @@ cmd_up() {
   mkdirs
   ensure_packages
   start_redis
-  start_mariadb
+  start_db
   start_kafka
-  log "all up in $((SECONDS - t0))s — eval \"\$($0 env)\""
+  log "all up ($DB_LABEL) in $((SECONDS - t0))s — eval \"\$($0 env)\""
 }
 
+# cmd_down stops every flavour's server, not just the selected one's.
 cmd_down() {
+  local f sel=$FLAVOR
   stop_kafka
-  stop_mariadb
+  for f in "${FLAVORS[@]}"; do
+    flavor_setup "$f"
+    if [[ $f == "$sel" ]] || db_alive >/dev/null; then stop_db; fi
+  done
+  flavor_setup "$sel"
   stop_redis
 }
 
 cmd_status() {
-  local all=0 pid
-  if pid=$(pid_alive "$MDB_PID" mariadbd) && mariadb_ping; then
-    echo "mariadb: up   pid $pid  127.0.0.1:$MYSQL_PORT  db=$MYSQL_DB"
-  else
-    echo "mariadb: down"; all=1
-  fi
+  local all=0 pid f sel=$FLAVOR
+  for f in "${FLAVORS[@]}"; do
+    flavor_setup "$f"
+    if pid=$(db_alive) && db_ping; then
+      printf '%-10s up   pid %s  127.0.0.1:%s  db=%s  (%s)%s\n' "$f:" "$pid" "$DB_PORT" "$MYSQL_DB" "$DB_LABEL" \
+        "$([[ $f == "$sel" ]] && echo '  <- CDC_FLAVOR')"
+    elif [[ $f == "$sel" ]]; then
+      printf '%-10s down  (%s)  <- CDC_FLAVOR\n' "$f:" "$DB_LABEL"; all=1
+    fi
+  done
+  flavor_setup "$sel"
   if pid=$(pid_alive "$REDIS_PID" redis-server) && redis_ping; then
     echo "redis:   up   pid $pid  127.0.0.1:$REDIS_PORT"
   else
@@ -902,14 +1093,18 @@ cmd_status() {
   return $all
 }
 
+# cmd_env: the selected flavour's addresses; CDC_FLAVOR tells the tests which
+# server they face, CDC_MYSQL_BINLOG_DIR where its binlog files are on this host.
 cmd_env() {
   local k v
-  for k in CDC_MYSQL_ADDR CDC_MYSQL_USER CDC_MYSQL_PASSWORD CDC_MYSQL_DB CDC_REDIS_ADDR CDC_KAFKA_BROKERS CDC_STACK_DIR; do
+  for k in CDC_FLAVOR CDC_MYSQL_ADDR CDC_MYSQL_USER CDC_MYSQL_PASSWORD CDC_MYSQL_DB CDC_MYSQL_BINLOG_DIR CDC_REDIS_ADDR CDC_KAFKA_BROKERS CDC_STACK_DIR; do
     case $k in
-      CDC_MYSQL_ADDR) v="127.0.0.1:$MYSQL_PORT" ;;
+      CDC_FLAVOR) v=$FLAVOR ;;
+      CDC_MYSQL_ADDR) v="127.0.0.1:$DB_PORT" ;;
       CDC_MYSQL_USER) v=root ;;
       CDC_MYSQL_PASSWORD) v=$MYSQL_ROOT_PASSWORD ;;
       CDC_MYSQL_DB) v=$MYSQL_DB ;;
+      CDC_MYSQL_BINLOG_DIR) v=$DB_BINLOG_DIR ;;
       CDC_REDIS_ADDR) v="127.0.0.1:$REDIS_PORT" ;;
       CDC_KAFKA_BROKERS) v="127.0.0.1:$KAFKA_PORT" ;;
       CDC_STACK_DIR) v=$STACK_DIR ;;
@@ -937,29 +1132,35 @@ main() {
   local cmd=${1:-}
   [[ $# -gt 0 ]] && shift
   case $cmd in
+    *-mariadb) flavor_setup mariadb; cmd=${cmd%-mariadb}-db ;;
+    *) flavor_setup "$FLAVOR" ;;
+  esac
+  case $cmd in
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;
     up-secure) reserve_ports; cmd_up_secure ;;
     down-secure) cmd_down_secure ;;
     env) cmd_env ;;
-    start-mariadb) reserve_ports; mkdirs; ensure_packages; start_mariadb ;;
+    start-db) reserve_ports; mkdirs; ensure_packages; start_db ;;
     start-redis) reserve_ports; mkdirs; ensure_packages; start_redis ;;
     start-kafka) reserve_ports; mkdirs; ensure_packages; start_kafka ;;
-    stop-mariadb) stop_mariadb ;;
+    stop-db) stop_db ;;
     stop-redis) stop_redis ;;
     stop-kafka) stop_kafka ;;
-    restart-mariadb) stop_mariadb; start_mariadb ;;
+    restart-db) stop_db; start_db ;;
     restart-redis) stop_redis; start_redis ;;
     restart-kafka) stop_kafka; start_kafka ;;
-    kill-mariadb) kill_pid mariadb "$MDB_PID" mariadbd ;;
+    kill-db) kill_db ;;
     kill-redis) kill_pid redis "$REDIS_PID" redis-server ;;
     kill-kafka) kill_pid kafka "$KAFKA_PID" kafka.Kafka ;;
     kafka-tool) [[ $# -ge 1 ]] || die "usage: $0 kafka-tool MAIN_CLASS [ARGS...]"; kafka_java "$@" ;;
     kafka-topics) kafka_cli org.apache.kafka.tools.TopicCommand "$@" ;;
     kafka-console-producer) kafka_cli org.apache.kafka.tools.ConsoleProducer "$@" ;;
     kafka-console-consumer) kafka_cli org.apache.kafka.tools.consumer.ConsoleConsumer "$@" ;;
-    mysql | mariadb) exec mariadb --defaults-file="$MDB_CLIENT_CNF" "$@" ;;
+    mysql | mariadb)
+      if [[ -n $DB_ROOT ]]; then exec chroot "$DB_ROOT" "$DB_CLIENT" --defaults-file="$DB_SRV_DIR/client.cnf" "$@"; fi
+      exec "$DB_CLIENT" --defaults-file="$DB_CLIENT_CNF" "$@" ;;
     redis-cli) exec redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@" ;;
     wipe) cmd_down_secure; cmd_down; log "deleting $STACK_DIR"; rm -rf "$STACK_DIR" ;;
     -h | --help | help) usage ;;

@@ -138,3 +138,43 @@ func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendVarint(dst, int64(len(b)))
 	return append(dst, b...)
 }
+
+// Offsets of the idempotence fields of a record batch (KIP-98), counted
+// from its baseOffset field.
+const (
+	batchProducerID    = 43
+	batchProducerEpoch = 51
+	batchBaseSequence  = 53
+)
+
+// stampBatch sets the producer id, producer epoch and base sequence of a
+// batch appendBatch encoded (raw starting at its int32 size prefix) and
+// updates its CRC, which covers them. A record's sequence is baseSequence
+// plus its offset delta; the broker accepts a producer's batch of a
+// partition only with the sequence after the last one it wrote (KIP-98).
+func stampBatch(raw []byte, pid int64, epoch int16, seq int32) {
+	b := raw[4:]
+	binary.BigEndian.PutUint64(b[batchProducerID:], uint64(pid))
+	binary.BigEndian.PutUint16(b[batchProducerEpoch:], uint16(epoch))
+	binary.BigEndian.PutUint32(b[batchBaseSequence:], uint32(seq))
+	binary.BigEndian.PutUint32(b[batchCRCAt:], crc32.Checksum(b[batchAttrsAt:], castagnoli))
+}
+
+// batchSequence returns the base sequence of a stamped batch.
+func batchSequence(raw []byte) int32 {
+	return int32(binary.BigEndian.Uint32(raw[4+batchBaseSequence:]))
+}
+
+// batchProducer returns the producer id and epoch of a stamped batch.
+func batchProducer(raw []byte) (int64, int16) {
+	return int64(binary.BigEndian.Uint64(raw[4+batchProducerID:])), int16(binary.BigEndian.Uint16(raw[4+batchProducerEpoch:]))
+}
+
+// batchCount returns the record count of a batch.
+func batchCount(raw []byte) int32 { return int32(binary.BigEndian.Uint32(raw[4+batchCountAt:])) }
+
+// nextSequence is seq advanced by n records; sequences wrap from
+// MaxInt32 to 0 (KIP-98).
+func nextSequence(seq, n int32) int32 {
+	return int32((int64(seq) + int64(n)) % (1 << 31))
+}

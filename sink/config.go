@@ -23,6 +23,16 @@ type Config struct {
 	BatchBytes int64 `yaml:"batch-bytes" env:"BATCH_BYTES"`
 	// WriteTimeout bounds one produce request.
 	WriteTimeout time.Duration `yaml:"write-timeout" env:"WRITE_TIMEOUT"`
+	// Idempotent makes the producer idempotent (KIP-98, as the Java
+	// client's enable.idempotence=true): the broker writes each batch
+	// once and in order whatever the retries, and up to 5 rounds may be
+	// in flight. The brokers must allow IDEMPOTENT_WRITE on the cluster
+	// (the default without ACLs). On by default.
+	Idempotent bool `yaml:"idempotent" env:"IDEMPOTENT"`
+	// DialTimeout bounds connecting to a broker, its API version
+	// handshake and a metadata request: how long a dead or paused broker
+	// can hold the producer before the next broker is tried.
+	DialTimeout time.Duration `yaml:"dial-timeout" env:"DIAL_TIMEOUT"`
 	// MaxAttempts is how often one produce request is tried before the
 	// pipeline stops and restarts from the last checkpoint.
 	MaxAttempts int `yaml:"max-attempts" env:"MAX_ATTEMPTS"`
@@ -63,6 +73,8 @@ func DefaultConfig() Config {
 		WriteTimeout: 10 * time.Second,
 		MaxAttempts:  5,
 		Compression:  "none",
+		Idempotent:   true,
+		DialTimeout:  2 * time.Second,
 
 		OnPoison:        PolicyFail,
 		DeadLetterTopic: DefaultDeadLetterTopic,
@@ -94,6 +106,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WriteTimeout <= 0 {
 		bad("write-timeout", "%s: want > 0", c.WriteTimeout)
+	}
+	if c.DialTimeout <= 0 {
+		bad("dial-timeout", "%s: want > 0", c.DialTimeout)
 	}
 	if c.MaxAttempts < 1 {
 		bad("max-attempts", "%d: want at least 1", c.MaxAttempts)

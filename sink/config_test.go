@@ -65,7 +65,7 @@ func TestConfigValidate(t *testing.T) {
 		{
 			name: "all problems joined",
 			mod:  func(c *Config) { *c = Config{Compression: "x", DeadLetterTopic: ".."} },
-			want: []string{"kafka.brokers:", "kafka.batch-size:", "kafka.batch-bytes:", "kafka.write-timeout:", "kafka.max-attempts:", "kafka.compression:",
+			want: []string{"kafka.brokers:", "kafka.batch-size:", "kafka.batch-bytes:", "kafka.write-timeout:", "kafka.dial-timeout:", "kafka.max-attempts:", "kafka.compression:",
 				"kafka.on-poison:", "kafka.dead-letter-topic:"},
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -45,70 +46,212 @@ func TestRetriable(t *testing.T) {
 	}
 }
 
-// fakeCluster is a kafka.RoundTripper standing in for a broker: it answers
-// metadata for its topics (partitions 0..n-1, all led by broker 1) and
-// produce requests, failing a partition's batch with the next code of
-// fail[partition] while any is left.
+// fakeCluster is a transport standing in for a broker that leads every
+// partition of its topics (partitions 0..parts-1). It applies the
+// idempotent producer's sequence rules (KIP-98) as a broker does: a
+// producer's batch of a partition is written only with the next
+// sequence; a resend of one of the last 5 batches written is answered as
+// written and not stored again; another gap is OUT_OF_ORDER_SEQUENCE_NUMBER.
+// Faults: fail[partition] answers the next batches with these codes
+// without writing them; lose[partition] writes the next n batches but
+// loses the answers (a dropped connection). With hold, answers are kept
+// until release (requests in flight).
 type fakeCluster struct {
 	parts int
 	fail  map[int32][]kafka.Error
+	lose  map[int32]int
 	sent  map[int32][][]byte // each batch sent per partition, as sent
+	keys  map[int32][]string // the keys written per partition, in log order
+	seqs  map[int32]*fakeSeq
 	reqs  int
+	pids  int64
+	inits []string // the InitProducerId requests: "new" or "bump"
+	hold  bool
+	held  []*fakePending
 }
 
-func (f *fakeCluster) RoundTrip(_ context.Context, _ net.Addr, msg protocol.Message) (protocol.Message, error) {
-	switch req := msg.(type) {
-	case *metadataAPI.Request:
-		res := &metadataAPI.Response{}
-		for _, name := range req.TopicNames {
-			t := metadataAPI.ResponseTopic{Name: name}
-			for p := range f.parts {
-				t.Partitions = append(t.Partitions, metadataAPI.ResponsePartition{PartitionIndex: int32(p), LeaderID: 1})
-			}
-			res.Topics = append(res.Topics, t)
-		}
-		return res, nil
-	case *rawproduce.Request:
-		f.reqs++
-		res := &produceAPI.Response{}
-		for _, t := range req.Topics {
-			rt := produceAPI.ResponseTopic{Topic: t.Topic}
-			for _, p := range t.Partitions {
-				b, _ := io.ReadAll(p.RecordSet.Reader)
-				f.sent[p.Partition] = append(f.sent[p.Partition], b)
-				rp := produceAPI.ResponsePartition{Partition: p.Partition}
-				if codes := f.fail[p.Partition]; len(codes) > 0 {
-					rp.ErrorCode, f.fail[p.Partition] = int16(codes[0]), codes[1:]
-				}
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			res.Topics = append(res.Topics, rt)
-		}
-		return res, nil
+type fakeSeq struct {
+	pid     int64
+	epoch   int16
+	next    int32
+	written []int32 // base sequences of the last 5 batches written
+}
+
+func newFake(parts int) *fakeCluster {
+	return &fakeCluster{parts: parts, fail: map[int32][]kafka.Error{}, lose: map[int32]int{},
+		sent: map[int32][][]byte{}, keys: map[int32][]string{}, seqs: map[int32]*fakeSeq{}}
+}
+
+type fakePending struct {
+	res  *produceAPI.Response
+	err  error
+	done chan struct{}
+}
+
+func (p *fakePending) wait(ctx context.Context) (protocol.Message, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return nil, fmt.Errorf("unexpected request %T", msg)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.res, nil
+}
+
+// release delivers the held answers.
+func (f *fakeCluster) release() {
+	for _, p := range f.held {
+		close(p.done)
+	}
+	f.held, f.hold = nil, false
+}
+
+func (f *fakeCluster) metadata(_ context.Context, topic string, _ bool) (*metadataAPI.ResponseTopic, error) {
+	t := &metadataAPI.ResponseTopic{Name: topic}
+	for p := range f.parts {
+		t.Partitions = append(t.Partitions, metadataAPI.ResponsePartition{PartitionIndex: int32(p), LeaderID: 1})
+	}
+	return t, nil
+}
+
+func (f *fakeCluster) initProducerID(_ context.Context, pid int64, epoch int16) (int64, int16, error) {
+	if pid >= 0 {
+		f.inits = append(f.inits, "bump")
+		return pid, epoch + 1, nil
+	}
+	f.inits = append(f.inits, "new")
+	f.pids++
+	return 1000 + f.pids, 0, nil
+}
+
+func (f *fakeCluster) stale() {}
+func (f *fakeCluster) close() {}
+
+func (f *fakeCluster) produce(_ context.Context, _ int32, req *rawproduce.Request) (pending, error) {
+	f.reqs++
+	res := &produceAPI.Response{}
+	lost := false
+	for _, t := range req.Topics {
+		rt := produceAPI.ResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			b, _ := io.ReadAll(p.RecordSet.Reader)
+			f.sent[p.Partition] = append(f.sent[p.Partition], b)
+			rp := produceAPI.ResponsePartition{Partition: p.Partition}
+			if codes := f.fail[p.Partition]; len(codes) > 0 {
+				rp.ErrorCode, f.fail[p.Partition] = int16(codes[0]), codes[1:]
+			} else {
+				rp.ErrorCode = int16(f.write(p.Partition, b))
+				if f.lose[p.Partition] > 0 {
+					f.lose[p.Partition]--
+					lost = true
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		res.Topics = append(res.Topics, rt)
+	}
+	fp := &fakePending{res: res, done: make(chan struct{})}
+	if lost {
+		fp.res, fp.err = nil, &net.OpError{Op: "read", Net: "tcp", Err: io.ErrUnexpectedEOF}
+	}
+	if f.hold {
+		f.held = append(f.held, fp)
+	} else {
+		close(fp.done)
+	}
+	return fp, nil
+}
+
+// write applies the sequence rules to batch b (size-prefixed) of partition p.
+func (f *fakeCluster) write(p int32, b []byte) kafka.Error {
+	pid, epoch := batchProducer(b)
+	seq, n := batchSequence(b), batchCount(b)
+	if pid >= 0 {
+		st := f.seqs[p]
+		switch {
+		case st == nil || st.pid != pid || epoch > st.epoch:
+			if seq != 0 {
+				return kafka.OutOfOrderSequenceNumber
+			}
+			st = &fakeSeq{pid: pid, epoch: epoch}
+			f.seqs[p] = st
+		case epoch < st.epoch:
+			return kafka.InvalidProducerEpoch
+		case slices.Contains(st.written, seq):
+			return 0 // a duplicate: answered as written, not stored
+		case seq != st.next:
+			return kafka.OutOfOrderSequenceNumber
+		}
+		st.next = nextSequence(seq, n)
+		st.written = append(st.written, seq)
+		if len(st.written) > 5 {
+			st.written = st.written[1:]
+		}
+	}
+	var rs protocol.RecordSet
+	if _, err := rs.ReadFrom(bytes.NewReader(b)); err != nil {
+		panic(err)
+	}
+	for {
+		r, err := rs.Records.ReadRecord()
+		if err != nil {
+			break
+		}
+		k, _ := protocol.ReadAll(r.Key)
+		f.keys[p] = append(f.keys[p], string(k))
+	}
+	return 0
 }
 
 func fakeProducer(f *fakeCluster) *Producer {
 	cfg := DefaultConfig()
 	cfg.MaxAttempts = 3
-	p := NewProducer(cfg, &kafka.Hash{}, zap.NewNop())
-	p.rt = f
-	return p
+	return newProducer(cfg, &kafka.Hash{}, zap.NewNop(), f)
 }
 
 func roundOf(n int) []kafka.Message {
+	return roundFrom(0, n)
+}
+
+// roundFrom returns records keyed from, from+1, ... (the key is the record's number).
+func roundFrom(from, n int) []kafka.Message {
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
-		msgs[i] = kafka.Message{Topic: "t", Key: []byte(fmt.Sprint(i)), Value: []byte(`{}`)}
+		msgs[i] = kafka.Message{Topic: "t", Key: []byte(fmt.Sprint(from + i)), Value: []byte(`{}`)}
 	}
 	return msgs
+}
+
+// checkLog fails unless each partition's log holds the records of
+// rounds (their keys), each exactly once, in order.
+func checkLog(t *testing.T, f *fakeCluster, rounds ...[]kafka.Message) {
+	t.Helper()
+	want := map[int32][]string{}
+	balancer := &kafka.Hash{}
+	ids := make([]int, f.parts)
+	for i := range ids {
+		ids[i] = i
+	}
+	for _, r := range rounds {
+		for _, m := range r {
+			p := int32(balancer.Balance(m, ids...))
+			want[p] = append(want[p], string(m.Key))
+		}
+	}
+	for p := range int32(f.parts) {
+		if !slices.Equal(f.keys[p], want[p]) {
+			t.Errorf("partition %d log: %v, want %v", p, f.keys[p], want[p])
+		}
+	}
 }
 
 // A retriable error on one partition resends that partition's batch only,
 // as the same bytes, until acknowledged; the others are sent once.
 func TestProducerRetriesOnlyFailedPartitions(t *testing.T) {
-	f := &fakeCluster{parts: 3, fail: map[int32][]kafka.Error{1: {kafka.NotLeaderForPartition, kafka.RequestTimedOut}}, sent: map[int32][][]byte{}}
+	f := newFake(3)
+	f.fail[1] = []kafka.Error{kafka.NotLeaderForPartition, kafka.RequestTimedOut}
 	if err := fakeProducer(f).WriteMessages(context.Background(), roundOf(30)...); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +287,8 @@ func TestProducerReportsPerRecord(t *testing.T) {
 		{"not retriable", []kafka.Error{kafka.MessageSizeTooLarge}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := &fakeCluster{parts: 3, fail: map[int32][]kafka.Error{2: c.codes}, sent: map[int32][][]byte{}}
+			f := newFake(3)
+			f.fail[2] = c.codes
 			msgs := roundOf(30)
 			err := fakeProducer(f).WriteMessages(context.Background(), msgs...)
 			var werrs kafka.WriteErrors
@@ -172,7 +316,7 @@ func TestProducerReportsPerRecord(t *testing.T) {
 // start, or at its first use) is refused before anything is sent.
 func TestProducerRefusesPartitionCountChange(t *testing.T) {
 	for _, pin := range []bool{true, false} {
-		f := &fakeCluster{parts: 3, sent: map[int32][][]byte{}}
+		f := newFake(3)
 		p := fakeProducer(f)
 		if pin {
 			p.Pin(map[string]int{"t": 3})

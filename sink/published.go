@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // HeaderTxnEnd is the record header holding the binlog position after the
@@ -54,66 +57,91 @@ func PublishedPartitions(ctx context.Context, cfg Config, topic string) (map[int
 }
 
 // NewestHeaders returns, for each partition of topic holding records, the
-// headers of its newest record (the last value of a repeated key). A
-// missing topic gives an empty map. The connections use cfg's TLS and
-// SASL settings.
+// headers of its newest record (the last value of a repeated key), read
+// from the partition's leader. A missing topic gives an empty map. The
+// connections use cfg's brokers, TLS and SASL settings.
 func NewestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
-	parts, err := Partitions(ctx, cfg, topic)
+	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl.sec = NewSecurity(cfg)
+	defer cl.close()
+	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		return map[int]map[string]string{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int]map[string]string, len(parts))
-	for _, p := range parts {
-		h, err := newest(ctx, cfg, topic, p)
+	out := make(map[int]map[string]string, len(meta.Partitions))
+	for _, p := range meta.Partitions {
+		addr, ok := cl.brokers[p.LeaderID]
+		if !ok {
+			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
+		}
+		h, err := newest(ctx, cl.sec, addr, topic, int(p.PartitionIndex))
 		if err != nil {
-			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p, err)
+			return nil, fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
 		}
 		if h != nil {
-			out[p] = h
+			out[int(p.PartitionIndex)] = h
 		}
 	}
 	return out, nil
 }
 
+// startupDialTimeout bounds each broker's dial and handshake in
+// Partitions and NewestHeaders before the next broker is tried.
+const startupDialTimeout = 2 * time.Second
+
 // Partitions returns the partition ids of topic, in order, from a metadata
 // request that never creates the topic (unlike kafka-go's
 // Conn.ReadPartitions, whose old metadata version makes a broker with
-// auto.create.topics.enable create it). A missing topic gives an error
-// matching kafka.UnknownTopicOrPartition. The connection uses cfg's TLS
-// and SASL settings; a failure no retry fixes wraps a *SecurityError.
+// auto.create.topics.enable create it), asked of each broker in turn
+// until one answers (each dial and handshake bounded by 2 s). A missing
+// topic gives an error matching kafka.UnknownTopicOrPartition. The
+// connections use cfg's brokers, TLS and SASL settings; a failure no
+// retry fixes wraps a *SecurityError.
 func Partitions(ctx context.Context, cfg Config, topic string) ([]int, error) {
-	tr := NewTransport(cfg)
-	defer tr.CloseIdleConnections()
-	c := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
-	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl.sec = NewSecurity(cfg)
+	defer cl.close()
+	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
 	if err != nil {
-		err = NewSecurity(cfg).explain(ctx, cfg.Brokers[0], cfg.SASL, err)
-		return nil, &MetadataError{Topic: topic, Brokers: cfg.Brokers, Err: err}
+		return nil, err
 	}
-	for _, t := range md.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if t.Error != nil {
-			return nil, fmt.Errorf("sink: topic %s: %w", topic, t.Error)
-		}
-		ids := make([]int, len(t.Partitions))
-		for i, p := range t.Partitions {
-			ids[i] = p.ID
-		}
-		sort.Ints(ids)
-		return ids, nil
+	ids := make([]int, len(meta.Partitions))
+	for i, p := range meta.Partitions {
+		ids[i] = int(p.PartitionIndex)
 	}
-	return nil, fmt.Errorf("sink: topic %s: %w", topic, kafka.UnknownTopicOrPartition)
+	sort.Ints(ids)
+	return ids, nil
 }
 
-// newest returns the headers of the partition's newest record, nil when
-// it holds none.
-func newest(ctx context.Context, cfg Config, topic string, partition int) (map[string]string, error) {
-	conn, err := DialLeader(ctx, cfg, topic, partition)
+func clusterPartitions(ctx context.Context, cl *cluster, brokers []string, topic string) (*metadataAPI.ResponseTopic, error) {
+	meta, err := cl.metadata(ctx, topic, true)
+	if err != nil {
+		// A listener that wants TLS or a login it did not get may
+		// accept the connection and drop the first request.
+		err = cl.sec.explain(ctx, brokers[0], err)
+	}
+	var ke kafka.Error
+	switch {
+	case errors.Is(err, ErrSecurity):
+		return nil, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
+	case errors.As(err, &ke):
+		return nil, fmt.Errorf("sink: topic %s: %w", topic, ke)
+	case err != nil:
+		return nil, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
+	}
+	return meta, nil
+}
+
+// newest returns the headers of the partition's newest record, read from
+// its leader; nil when it holds none.
+func newest(ctx context.Context, sec *Security, leader, topic string, partition int) (map[string]string, error) {
+	d := sec.dialer(startupDialTimeout)
+	host, port, _ := net.SplitHostPort(leader)
+	pn, _ := strconv.Atoi(port)
+	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ package sink
 // Config.SASL) and the one place the kafka-go Transport (producer,
 // metadata) and Dialer (partition readers: verify, replay checks,
 // checkpoint recovery, dead-letter re-drive) are built from them, so that
-// every Kafka connection of every command is made the same way.
+// every Kafka connection of every command is made the same way: the
+// producer's and metadata connections (dialBroker, conn.go) and kafka-go's
+// Dialer for the partition readers.
 
 import (
 	"context"
@@ -19,6 +21,11 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	apiversionsAPI "github.com/segmentio/kafka-go/protocol/apiversions"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+	saslauthenticateAPI "github.com/segmentio/kafka-go/protocol/saslauthenticate"
+	saslhandshakeAPI "github.com/segmentio/kafka-go/protocol/saslhandshake"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
@@ -188,13 +195,14 @@ func (m *passwordMechanism) Start(ctx context.Context) (sasl.StateMachine, []byt
 	return mech.Start(ctx)
 }
 
-// Security is what NewTransport and NewDialer build from a Config: the
+// Security is what every Kafka connection is made with: the
 // TLS client configuration (nil: plaintext) and the SASL mechanism (nil:
 // none). Build it once per connection owner; it is safe for concurrent use.
 type Security struct {
 	tls      *tls.Config
 	verify   secure.Verify
 	mech     sasl.Mechanism
+	mechName string
 	err      error // a TLS or SASL setting that cannot be used (files changed since Validate)
 	timeout  time.Duration
 	insecure bool
@@ -203,7 +211,8 @@ type Security struct {
 // NewSecurity returns the Security of cfg. A file that can no longer be
 // read is reported by every dial (as a *SecurityError), not here.
 func NewSecurity(cfg Config) *Security {
-	s := &Security{verify: cfg.TLS.Verify(), timeout: cfg.WriteTimeout, insecure: cfg.TLS.Enabled && cfg.TLS.InsecureSkipVerify}
+	s := &Security{verify: cfg.TLS.Verify(), timeout: cfg.DialTimeout, insecure: cfg.TLS.Enabled && cfg.TLS.InsecureSkipVerify,
+		mechName: cfg.SASL.Mechanism}
 	if s.timeout <= 0 {
 		s.timeout = 10 * time.Second
 	}
@@ -219,8 +228,13 @@ func NewSecurity(cfg Config) *Security {
 func (s *Security) Insecure() bool { return s.insecure }
 
 // dial opens a TCP connection to addr and, with TLS, completes the
-// handshake, turning a failure no retry can fix into a *SecurityError.
+// handshake, turning a failure no retry can fix into a *SecurityError. A
+// nil *Security dials plaintext.
 func (s *Security) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if s == nil {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
 	if s.err != nil {
 		return nil, &SecurityError{Broker: addr, Setting: "kafka.tls / kafka.sasl", Fix: "fix the files named", Err: s.err}
 	}
@@ -295,8 +309,8 @@ func speaksTLS(ctx context.Context, addr string, timeout time.Duration) bool {
 // explain turns an error of a request to addr (after the dial: SASL, or a
 // plaintext request to a TLS listener) into a *SecurityError when it is
 // one no retry fixes; other errors are returned as they are.
-func (s *Security) explain(ctx context.Context, addr string, cfg SASL, err error) error {
-	if err == nil || errors.Is(err, ErrSecurity) {
+func (s *Security) explain(ctx context.Context, addr string, err error) error {
+	if s == nil || err == nil || errors.Is(err, ErrSecurity) {
 		return err
 	}
 	// TLS 1.3: a client certificate the server rejects is reported after
@@ -309,13 +323,13 @@ func (s *Security) explain(ctx context.Context, addr string, cfg SASL, err error
 		switch ke {
 		case kafka.SASLAuthenticationFailed:
 			fix := "check kafka.sasl.username and kafka.sasl.password (or password-file)"
-			if cfg.Mechanism == MechanismOAuthBearer {
+			if s.mechName == MechanismOAuthBearer {
 				fix = "the broker refused the token: check kafka.sasl.token-file / token-url and that the token is valid for this cluster"
 			}
-			return &SecurityError{Broker: addr, Setting: "kafka.sasl", Fix: fix + " (mechanism " + cfg.Mechanism + ")", Err: err}
+			return &SecurityError{Broker: addr, Setting: "kafka.sasl", Fix: fix + " (mechanism " + s.mechName + ")", Err: err}
 		case kafka.UnsupportedSASLMechanism:
 			return &SecurityError{Broker: addr, Setting: "kafka.sasl.mechanism",
-				Fix: cfg.Mechanism + " is not enabled on this listener (sasl.enabled.mechanisms): use one the broker enables", Err: err}
+				Fix: s.mechName + " is not enabled on this listener (sasl.enabled.mechanisms): use one the broker enables", Err: err}
 		case kafka.IllegalSASLState:
 			return &SecurityError{Broker: addr, Setting: "kafka.sasl.mechanism",
 				Fix: "the listener does not expect SASL here: is it a SASL listener (SASL_SSL / SASL_PLAINTEXT)?", Err: err}
@@ -336,39 +350,82 @@ func (s *Security) explain(ctx context.Context, addr string, cfg SASL, err error
 // SASL_SSL listener, which closes the connection of a client that sends
 // other requests first.
 func speaksSASL(ctx context.Context, addr string, s *Security) bool {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	probe := &Security{tls: s.tls, timeout: s.timeout, mech: plain.Mechanism{Username: "cdc-outbox-probe", Password: "x"}}
-	d := &kafka.Dialer{Timeout: s.timeout, DialFunc: probe.dial, SASLMechanism: probe.mech}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if c != nil {
-		c.Close()
+	bc, err := dialBroker(ctx, addr, s.timeout, probe)
+	if bc != nil {
+		bc.close()
 	}
 	var ke kafka.Error
 	return err == nil || (errors.As(err, &ke) && (ke == kafka.SASLAuthenticationFailed || ke == kafka.UnsupportedSASLMechanism))
 }
 
-// NewTransport returns the kafka-go Transport of cfg (the producer's and
-// the metadata client's): its connections use kafka.tls and kafka.sasl.
-func NewTransport(cfg Config) *kafka.Transport {
-	s := NewSecurity(cfg)
-	return &kafka.Transport{Dial: s.dial, SASL: s.mech, DialTimeout: cfg.WriteTimeout}
+// authenticate logs in with the SASL mechanism on a connection whose API
+// versions are av: SaslHandshake v1, then SaslAuthenticate requests
+// (KIP-152) until the mechanism is done. Nothing without a mechanism.
+func (s *Security) authenticate(rw io.ReadWriter, av *apiversionsAPI.Response) error {
+	if s == nil || s.mech == nil {
+		return nil
+	}
+	hv, av2 := int16(-1), int16(-1)
+	for _, k := range av.ApiKeys {
+		switch protocol.ApiKey(k.ApiKey) {
+		case protocol.SaslHandshake:
+			hv = min(k.MaxVersion, 1)
+		case protocol.SaslAuthenticate:
+			av2 = min(k.MaxVersion, 1)
+		}
+	}
+	if hv < 1 || av2 < 0 {
+		return fmt.Errorf("sink: the broker does not support SaslHandshake v1 and SaslAuthenticate (Kafka 1.0 or later): %w", kafka.UnsupportedVersion)
+	}
+	corr := int32(1)
+	res, err := protocol.RoundTrip(rw, hv, corr, clientID, &saslhandshakeAPI.Request{Mechanism: s.mech.Name()})
+	if err != nil {
+		return err
+	}
+	if code := res.(*saslhandshakeAPI.Response).ErrorCode; code != 0 {
+		return kafka.Error(code)
+	}
+	ctx := context.Background()
+	sess, state, err := s.mech.Start(ctx)
+	if err != nil {
+		return err
+	}
+	for done := false; !done; {
+		corr++
+		res, err := protocol.RoundTrip(rw, av2, corr, clientID, &saslauthenticateAPI.Request{AuthBytes: state})
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return kafka.SASLAuthenticationFailed // some brokers close the connection instead
+			}
+			return err
+		}
+		r := res.(*saslauthenticateAPI.Response)
+		if r.ErrorCode != 0 {
+			return fmt.Errorf("%w (%s)", kafka.Error(r.ErrorCode), r.ErrorMessage)
+		}
+		if done, state, err = sess.Next(ctx, r.AuthBytes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// NewDialer returns the kafka-go Dialer of cfg (partition readers).
-func NewDialer(cfg Config) *kafka.Dialer {
-	s := NewSecurity(cfg)
-	return &kafka.Dialer{Timeout: s.timeout, DialFunc: s.dial, SASLMechanism: s.mech}
+// dialer is a kafka-go Dialer with s's TLS and SASL (partition readers).
+func (s *Security) dialer(timeout time.Duration) *kafka.Dialer {
+	if s == nil {
+		return &kafka.Dialer{Timeout: timeout}
+	}
+	return &kafka.Dialer{Timeout: timeout, DialFunc: s.dial, SASLMechanism: s.mech}
 }
 
-// DialLeader connects to the leader of topic's partition through
-// broker-discovered addresses, with cfg's security. Errors no retry
-// fixes are *SecurityError.
+// DialLeader connects to the leader of topic's partition (found through
+// cfg's brokers) with cfg's security. Errors no retry fixes are
+// *SecurityError.
 func DialLeader(ctx context.Context, cfg Config, topic string, partition int) (*kafka.Conn, error) {
 	s := NewSecurity(cfg)
-	d := &kafka.Dialer{Timeout: s.timeout, DialFunc: s.dial, SASLMechanism: s.mech}
-	c, err := d.DialLeader(ctx, "tcp", cfg.Brokers[0], topic, partition)
-	return c, s.explain(ctx, cfg.Brokers[0], cfg.SASL, err)
+	c, err := s.dialer(s.timeout).DialLeader(ctx, "tcp", cfg.Brokers[0], topic, partition)
+	return c, s.explain(ctx, cfg.Brokers[0], err)
 }
 
 // Connection describes one established broker connection (check).
@@ -378,30 +435,30 @@ type Connection struct {
 	Mechanism string // SASL mechanism, "" none
 }
 
-// Probe connects to each bootstrap broker with cfg's security and asks
-// for the cluster's brokers, returning what each connection uses; the first
-// failure is returned (a *SecurityError when no retry fixes it).
+// Probe connects to each bootstrap broker as the producer does (TLS,
+// SASL, API versions) and sends a metadata request, returning what each
+// connection uses; the first failure is returned (a *SecurityError when
+// no retry fixes it).
 func Probe(ctx context.Context, cfg Config) ([]Connection, error) {
 	s := NewSecurity(cfg)
 	var out []Connection
 	for _, b := range cfg.Brokers {
-		conn := Connection{Broker: b, Mechanism: cfg.SASL.Mechanism}
-		d := &kafka.Dialer{Timeout: s.timeout, SASLMechanism: s.mech, DialFunc: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := s.dial(ctx, network, addr)
-			if tc, ok := c.(*tls.Conn); ok {
-				conn.TLS = secure.State(tc.ConnectionState(), s.verify)
-			}
-			return c, err
-		}}
-		c, err := d.DialContext(ctx, "tcp", b)
-		if err == nil {
-			// A metadata request: ApiVersions is allowed before a SASL
-			// login, so it would pass a SASL_SSL listener without one.
-			_, err = c.Brokers()
-			c.Close()
-		}
+		bc, err := dialBroker(ctx, b, s.timeout, s)
 		if err != nil {
-			return out, s.explain(ctx, b, cfg.SASL, err)
+			return out, err
+		}
+		conn := Connection{Broker: b, Mechanism: s.mechName}
+		if tc, ok := bc.nc.(*tls.Conn); ok {
+			conn.TLS = secure.State(tc.ConnectionState(), s.verify)
+		}
+		// ApiVersions is allowed before a SASL login: a metadata request
+		// tells a SASL_SSL listener that wants one.
+		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		_, err = bc.roundTrip(tctx, &metadataAPI.Request{TopicNames: []string{"cdc-outbox-probe"}}, s.timeout)
+		cancel()
+		bc.close()
+		if err != nil {
+			return out, s.explain(ctx, b, err)
 		}
 		out = append(out, conn)
 	}

@@ -52,6 +52,8 @@ type Writer struct {
 	parts  int     // topics in the last Ack's Partitions
 	obs    Observer
 	prod   *Producer // kw before any wrapping; nil with a fake
+
+	flights []flight // rounds in flight (pipelined), oldest first
 }
 
 // Ack reports an acknowledged run of transactions: every record of them,
@@ -158,13 +160,24 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 	for {
 		var txn binlog.Txn
 		var ok bool
-		select {
-		case txn, ok = <-in:
-		case <-ctx.Done():
-			return ctx.Err()
+		if len(w.flights) > 0 {
+			// Rounds in flight: take what is queued, else acknowledge the oldest.
+			var more bool
+			if txn, ok, more = tryRecv2(in); !more {
+				if err := w.land(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+		} else {
+			select {
+			case txn, ok = <-in:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		if !ok {
-			return nil
+			return w.settle(ctx)
 		}
 		for {
 			if err := w.add(ctx, &txn, &pending); err != nil {
@@ -187,6 +200,17 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 		if err := w.flush(ctx, &pending); err != nil {
 			return err
 		}
+	}
+}
+
+// tryRecv2 is a receive that does not block: got reports whether it
+// received (a transaction, or the close: ok false).
+func tryRecv2(in <-chan binlog.Txn) (txn binlog.Txn, ok, got bool) {
+	select {
+	case t, ok := <-in:
+		return t, ok, true
+	default:
+		return binlog.Txn{}, false, false
 	}
 }
 
@@ -264,6 +288,9 @@ func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx
 	if err := w.flushUpTo(ctx, pending, idx); err != nil {
 		return err
 	}
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
 	return w.poisonError(m, p, end)
 }
 
@@ -275,6 +302,10 @@ func (w *Writer) poisonError(m *kafka.Message, p *Poison, end binlog.Position) e
 // deadLetter writes the dead-letter record of m alone (without its value
 // if the dead-letter topic rejects it as too large), then logs and counts it.
 func (w *Writer) deadLetter(ctx context.Context, m *kafka.Message, p *Poison, end binlog.Position) error {
+	// Everything before the poison record is written first.
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
 	d := DeadLetter(m, p, w.cfg.DeadLetterTopic, w.cfg.BatchBytes)
 	err := w.kw.WriteMessages(ctx, d)
 	if err != nil && len(d.Value) > 0 && errors.Is(first(err), kafka.MessageSizeTooLarge) {
@@ -304,18 +335,21 @@ func (w *Writer) flush(ctx context.Context, pending *[]binlog.Position) error {
 // partitions' batches with MESSAGE_TOO_LARGE only, their records are sent
 // again one at a time, in order, to find the culprits (see resend).
 func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n int) error {
+	if w.pipelined() {
+		return w.launch(ctx, pending, n)
+	}
 	if len(w.msgs) > 0 {
 		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
 			failed, ok := brokerTooLarge(err, len(w.msgs))
 			if !ok {
 				return w.writeError(err, *pending)
 			}
-			if err := w.resend(ctx, *pending, failed); err != nil {
+			if err := w.resend(ctx, pendingTxns{*pending, w.sizes, w.events}, failed); err != nil {
 				return err
 			}
 		}
 	}
-	if err := w.ackFirst(ctx, *pending, n); err != nil {
+	if err := w.ackFirst(ctx, pendingTxns{*pending, w.sizes, w.events}, n); err != nil {
 		return err
 	}
 	*pending = append((*pending)[:0], (*pending)[n:]...)
@@ -326,15 +360,23 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 	return nil
 }
 
+// pendingTxns are the pending transactions of a round: their ends, their
+// Txn.Held and their outbox rows, index by index.
+type pendingTxns struct {
+	ends   []binlog.Position
+	sizes  []int64
+	events []int
+}
+
 // ackFirst acknowledges the first n pending transactions (none when n is 0).
-func (w *Writer) ackFirst(ctx context.Context, pending []binlog.Position, n int) error {
+func (w *Writer) ackFirst(ctx context.Context, p pendingTxns, n int) error {
 	if n == 0 {
 		return nil
 	}
-	a := Ack{End: pending[n-1], Txns: n}
+	a := Ack{End: p.ends[n-1], Txns: n}
 	for i := range n {
-		a.Held += w.sizes[i]
-		a.Events += w.events[i]
+		a.Held += p.sizes[i]
+		a.Events += p.events[i]
 	}
 	return w.ack(ctx, a)
 }
@@ -383,7 +425,8 @@ func brokerTooLarge(err error, n int) ([]int, bool) {
 // place and the resend goes on. Any other failure stops with a *WriteError
 // (the pipeline restarts). Per partition, no record is sent after an
 // earlier one that was neither written nor dead-lettered.
-func (w *Writer) resend(ctx context.Context, pending []binlog.Position, failed []int) error {
+func (w *Writer) resend(ctx context.Context, txns pendingTxns, failed []int) error {
+	pending := txns.ends
 	w.log.Warn("the broker rejected a batch as too large; sending its records one at a time to find the culprit",
 		zap.Int("records", len(failed)))
 	for _, i := range failed {
@@ -401,7 +444,7 @@ func (w *Writer) resend(ctx context.Context, pending []binlog.Position, failed [
 				ErrRecordTooLarge, m.Topic, estimate(m), cause)}
 		end := pending[w.owner[i]]
 		if w.cfg.OnPoison != PolicyDeadLetter {
-			if err := w.ackFirst(ctx, pending, w.owner[i]); err != nil {
+			if err := w.ackFirst(ctx, txns, w.owner[i]); err != nil {
 				return err
 			}
 			return w.poisonError(m, p, end)

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,8 +16,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date are set with -ldflags "-X main.version=..."
+// (make build: from git describe --tags, the commit and its time).
+var (
+	version = "dev"
+	commit  string
+	date    string
+)
 
 func main() {
 	os.Exit(execute(os.Args[1:]))
@@ -33,7 +39,7 @@ func execute(args []string) int {
 		Short:         "Publish transactional-outbox rows from the MySQL/MariaDB binlog to Kafka",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       fmt.Sprintf("%s (commit %s, built %s)", version, cmp.Or(commit, "unknown"), cmp.Or(date, "unknown")),
 	}
 	root.AddCommand(runCommand())
 	root.AddCommand(verifyCommand())

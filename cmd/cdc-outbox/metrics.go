@@ -1,8 +1,6 @@
 package main
 
 import (
-	"net/http"
-
 	"github.com/cdc-outbox/cdc-outbox/health"
 )
 
@@ -12,12 +10,5 @@ import (
 type metrics struct{ *health.Metrics }
 
 func newMetrics() *metrics {
-	return &metrics{health.NewMetrics(health.BuildInfo{Version: version})}
-}
-
-// handler serves the metrics in the Prometheus text format at /metrics.
-func (m *metrics) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.Handler())
-	return mux
+	return &metrics{health.NewMetrics(health.BuildInfo{Version: version, Commit: commit, Date: date})}
 }

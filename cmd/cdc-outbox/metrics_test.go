@@ -15,7 +15,7 @@ func TestMetricsHandler(t *testing.T) {
 	if n := m.PurgedSkip(); n != 1 {
 		t.Errorf("purgedSkip = %d, want 1", n)
 	}
-	srv := httptest.NewServer(m.handler())
+	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	res, err := srv.Client().Get(srv.URL + "/metrics")
 	if err != nil {

@@ -9,9 +9,11 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/progress"
 	"github.com/cdc-outbox/cdc-outbox/prune"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 func pruneCommand() *cobra.Command {
@@ -77,6 +79,14 @@ deleted before is reported); 2 usage, configuration or connection error.`,
 			}
 			defer func() { _ = log.Sync() }()
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
+			rep := progress.New(progress.Config{Out: cmd.ErrOrStderr(), Desc: "prune", Unit: "rows"})
+			o.Progress = func(deleted, of, last int64) {
+				rep.SetTotal(of)
+				rep.Update(deleted, deleted, fmt.Sprintf("id %d", last))
+			}
+			var g errgroup.Group
+			g.Go(func() error { return rep.Run(ctx) })
+			defer func() { rep.Finish(); _ = g.Wait() }()
 			return runPrune(ctx, cfg, o, cmd.OutOrStdout(), log)
 		},
 	}

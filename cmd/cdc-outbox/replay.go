@@ -9,10 +9,12 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/progress"
 	"github.com/cdc-outbox/cdc-outbox/replay"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 func replayCommand() *cobra.Command {
@@ -144,24 +146,12 @@ func runReplay(ctx context.Context, cfg config.Config, o replay.Options, every t
 		fmt.Fprintln(out, "nothing to replay: the start is the end of the binlog")
 		return nil
 	}
-	began := time.Now()
-	var last int64
-	lastAt := began
-	progress := func(p replay.Progress) {
-		now := time.Now()
-		rate := float64(p.Events-last) / now.Sub(lastAt).Seconds()
-		last, lastAt = p.Events, now
-		line := fmt.Sprintf("replay: %d events, %.0f events/s, at %s", p.Events, rate, p.At.Text())
-		if total > 0 && p.Done >= 0 {
-			line += fmt.Sprintf(", %.1f%% of %d bytes", 100*float64(p.Done)/float64(total), total)
-			if p.Done > 0 {
-				eta := time.Duration(float64(now.Sub(began)) * float64(total-p.Done) / float64(p.Done))
-				line += ", ETA " + eta.Round(time.Second).String()
-			}
-		}
-		fmt.Fprintln(errOut, line)
-	}
-	sum, err := replay.Run(ctx, cfg, plan, o, id, every, progress, log)
+	rep := progress.New(progress.Config{Out: errOut, Desc: "replay", Total: total, Bytes: true, Unit: "events", Interval: every})
+	var g errgroup.Group
+	g.Go(func() error { return rep.Run(ctx) })
+	sum, err := replay.Run(ctx, cfg, plan, o, id, func(p replay.Progress) { rep.Update(p.Done, p.Events, p.At.Text()) }, log)
+	rep.Finish()
+	_ = g.Wait()
 	sum.Print(out)
 	if plan.Files != nil {
 		plan.Files.Report(out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -8,8 +9,10 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
+	"github.com/cdc-outbox/cdc-outbox/status"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -97,16 +100,24 @@ exit 0.`,
 				}
 				servers = append(servers, srv)
 			}
+			phase, live := health.NewPhase("connecting to the source"), health.NewRegistry()
+			ticker := live.Ticker("publisher", pipeline.LivenessPeriod(cfg))
 			if cfg.MetricsAddr != "" {
-				srv, err := serve(g, cfg.MetricsAddr, m.handler(), log.Named("metrics"))
+				mux, err := health.NewMux(health.Endpoints{Live: live, Ready: phase, Metrics: m.Handler(),
+					Status: func(ctx context.Context) (any, error) { return status.Read(ctx, cfg, log) }})
 				if err != nil {
-					log.Error("metrics-addr", zap.Error(err))
+					return err
+				}
+				srv, err := serve(g, cfg.MetricsAddr, mux, log.Named("http"))
+				if err != nil {
+					log.Error("metrics-addr: cannot serve /metrics, /healthz, /readyz and /status: set metrics-addr to a free host:port, or \"\" to serve nothing", zap.String("metrics_addr", cfg.MetricsAddr), zap.Error(err))
 					return exitError{code: 2}
 				}
 				servers = append(servers, srv)
-				log.Info("serving metrics", zap.String("addr", srv.Addr), zap.String("path", "/metrics"))
+				log.Info("serving metrics and health", zap.String("addr", srv.Addr), zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz", "/status"}))
 			}
-			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version}
+			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version,
+				Phase: phase, Live: ticker}
 			if err := pipeline.NewPublisher(cfg, opts, m, log).Run(gctx); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}

@@ -1,21 +1,14 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
-	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
-	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/internal/progress"
 	"github.com/cdc-outbox/cdc-outbox/verify"
-	"github.com/go-mysql-org/go-mysql/client"
-	"github.com/go-mysql-org/go-mysql/mysql"
-	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 )
 
 func verifyCommand() *cobra.Command {
@@ -49,13 +42,18 @@ missing events until they arrive. Memory: one bit per event id in the range.`,
 				return err
 			}
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
-			rep, err := runVerify(ctx, cfg, verifyOptions{topics: topics, sinceID: sinceID, untilID: untilID,
-				wait: wait, progress: progressEvry, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()})
+			rep := progress.New(progress.Config{Out: cmd.ErrOrStderr(), Desc: "verify", Unit: "records", Interval: progressEvry})
+			var g errgroup.Group
+			g.Go(func() error { return rep.Run(ctx) })
+			res, err := verify.Run(ctx, cfg, verify.Options{Topics: topics, SinceID: sinceID, UntilID: untilID, Wait: wait,
+				Log: cmd.ErrOrStderr(), Progress: func(n int64, at string) { rep.Update(n, n, at) }})
+			rep.Finish()
+			_ = g.Wait()
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), rep.String())
-			if !rep.OK() {
+			fmt.Fprint(cmd.OutOrStdout(), res.String())
+			if !res.OK() {
 				fmt.Fprintln(cmd.OutOrStdout(), "result: FAILED (events lost, reordered or split)")
 				return exitError{code: 1}
 			}
@@ -71,123 +69,4 @@ missing events until they arrive. Memory: one bit per event id in the range.`,
 	f.DurationVar(&wait, "wait", 0, "keep re-reading for up to this long while events are missing")
 	f.DurationVar(&progressEvry, "progress", 5*time.Second, "interval of progress lines on stderr")
 	return cmd
-}
-
-type verifyOptions struct {
-	topics           []string
-	sinceID, untilID uint64
-	wait, progress   time.Duration
-	out, errOut      io.Writer
-}
-
-func runVerify(ctx context.Context, cfg config.Config, o verifyOptions) (verify.AuditReport, error) {
-	src := cfg.Source
-	conn, err := binlog.Dial(ctx, src, src.Schema)
-	if err != nil {
-		return verify.AuditReport{}, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
-	}
-	defer conn.Close()
-	table := fmt.Sprintf("`%s`.`%s`", src.Schema, src.Table)
-	r, err := conn.Execute("SELECT COALESCE(MIN(id),0), COALESCE(MAX(id),0) FROM " + table)
-	if err != nil {
-		return verify.AuditReport{}, fmt.Errorf("verify: read id range of %s: %w", table, err)
-	}
-	lo, _ := r.GetUint(0, 0)
-	hi, _ := r.GetUint(0, 1)
-	if o.sinceID > 0 {
-		lo = o.sinceID
-	}
-	if o.untilID > 0 {
-		hi = o.untilID
-	}
-	if hi < lo {
-		return verify.AuditReport{}, fmt.Errorf("verify: empty id range %d … %d", lo, hi)
-	}
-	topics := o.topics
-	if len(topics) == 0 {
-		if topics, err = topicsOf(conn, cfg, table, lo, hi); err != nil {
-			return verify.AuditReport{}, err
-		}
-	}
-	fmt.Fprintf(o.errOut, "verify: ids %d … %d of %s against topics %s\n", lo, hi, table, strings.Join(topics, ", "))
-
-	audit := verify.NewAudit(lo, hi)
-	consumers := make([]*verify.Consumer, len(topics))
-	for i, t := range topics {
-		consumers[i] = verify.NewConsumer(cfg.Kafka, t)
-	}
-	deadline := time.Now().Add(o.wait)
-	lastProgress := time.Now()
-	for {
-		for i, c := range consumers {
-			err := c.Each(ctx, func(rec verify.Record) error {
-				audit.Add(rec)
-				if time.Since(lastProgress) >= o.progress {
-					lastProgress = time.Now()
-					fmt.Fprintf(o.errOut, "verify: %s: %d records read, at partition %d offset %d\n", topics[i], audit.Report().Records, rec.Partition, rec.Offset)
-				}
-				return nil
-			})
-			if err != nil {
-				if errors.Is(err, kafka.UnknownTopicOrPartition) {
-					return verify.AuditReport{}, fmt.Errorf("read topic %s: %w; check router.topic (or --topic): the topic does not exist on %s", topics[i], err, strings.Join(cfg.Kafka.Brokers, ","))
-				}
-				return verify.AuditReport{}, fmt.Errorf("read topic %s: %w", topics[i], err)
-			}
-		}
-		// Rows are checked on a fresh audit copy each pass: only the
-		// records accumulate.
-		rep, err := checkRows(conn, table, audit, lo, hi)
-		if err != nil {
-			return rep, err
-		}
-		if rep.Missing == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return rep, nil
-		}
-		fmt.Fprintf(o.errOut, "verify: %d events missing so far; re-reading (until %s)\n", rep.Missing, deadline.Format(time.TimeOnly))
-		select {
-		case <-ctx.Done():
-			return rep, nil
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// checkRows streams the table's rows of the range and returns the report.
-func checkRows(conn *client.Conn, table string, audit *verify.Audit, lo, hi uint64) (verify.AuditReport, error) {
-	a := audit.Clone()
-	var res mysql.Result
-	q := fmt.Sprintf("SELECT id, conversation_id, seq_no FROM %s WHERE id BETWEEN %d AND %d ORDER BY id", table, lo, hi)
-	err := conn.ExecuteSelectStreaming(q, &res, func(row []mysql.FieldValue) error {
-		a.AddRow(verify.Row{ID: row[0].AsUint64(), ConversationID: row[1].AsInt64(), SeqNo: row[2].AsInt64()})
-		return nil
-	}, nil)
-	if err != nil {
-		return verify.AuditReport{}, fmt.Errorf("verify: read %s: %w", table, err)
-	}
-	return a.Report(), nil
-}
-
-func topicsOf(conn *client.Conn, cfg config.Config, table string, lo, hi uint64) ([]string, error) {
-	rt := router.New(cfg.Router)
-	if !strings.Contains(cfg.Router.Topic, "{") {
-		return []string{cfg.Router.Topic}, nil
-	}
-	r, err := conn.Execute(fmt.Sprintf("SELECT DISTINCT event_type FROM %s WHERE id BETWEEN %d AND %d", table, lo, hi))
-	if err != nil {
-		return nil, fmt.Errorf("verify: event types of %s: %w", table, err)
-	}
-	var out []string
-	for i := 0; i < r.RowNumber(); i++ {
-		et, _ := r.GetString(i, 0)
-		t, err := rt.Topic(et)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("verify: no event types in range; give --topic")
-	}
-	return out, nil
 }

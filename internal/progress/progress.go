@@ -41,6 +41,7 @@ type Reporter struct {
 	bar      *progressbar.ProgressBar
 	pos      atomic.Int64
 	count    atomic.Int64
+	total    atomic.Int64 // SetTotal; cfg.Total at first
 	at       atomic.Pointer[string]
 	began    time.Time
 	finished chan struct{}
@@ -70,6 +71,7 @@ func New(cfg Config) *Reporter {
 		tty = *cfg.Terminal
 	}
 	r := &Reporter{cfg: cfg, began: time.Now(), finished: make(chan struct{})}
+	r.total.Store(cfg.Total)
 	r.lastAt = r.began
 	empty := ""
 	r.at.Store(&empty)
@@ -127,8 +129,18 @@ func (r *Reporter) Run(ctx context.Context) error {
 	}
 }
 
+// SetTotal sets the position's end once it is known (after New); safe for
+// concurrent use.
+func (r *Reporter) SetTotal(total int64) { r.total.Store(total) }
+
 func (r *Reporter) tick(now time.Time) {
 	pos, count, at := r.pos.Load(), r.count.Load(), *r.at.Load()
+	if t := r.total.Load(); t != r.cfg.Total {
+		r.cfg.Total = t
+		if r.bar != nil && t > 0 {
+			r.bar.ChangeMax64(t)
+		}
+	}
 	if r.bar != nil {
 		r.bar.Describe(barDesc(r.cfg, count, at))
 		_ = r.bar.Set64(pos)

@@ -145,7 +145,8 @@ func Explain(err error, prefix string) string {
 		return fmt.Sprintf("the server's certificate is for %s, not %q: connect by one of its names, or set %s.server-name to one of them", names, he.Host, prefix)
 	case errors.As(err, &rh):
 		return fmt.Sprintf("the server did not answer with TLS (a plaintext listener?): connect to its TLS port, or turn %s off for this listener", prefix)
-	case errors.As(err, &op) && op.Op == "remote error":
+	case remoteAlert(err) != nil:
+		op = remoteAlert(err)
 		return fmt.Sprintf("the server refused the TLS handshake (%v): it requires a client certificate it trusts; set %s.cert-file and %s.key-file to one signed by a CA the server trusts", op.Err, prefix, prefix)
 	}
 	return ""
@@ -156,9 +157,33 @@ func Explain(err error, prefix string) string {
 func IsTLSFailure(err error) bool {
 	var ve *tls.CertificateVerificationError
 	var rh tls.RecordHeaderError
-	var op *net.OpError
 	return errors.As(err, &ve) || errors.As(err, new(x509.UnknownAuthorityError)) || errors.As(err, new(x509.CertificateInvalidError)) ||
-		errors.As(err, new(x509.HostnameError)) || errors.As(err, &rh) || (errors.As(err, &op) && op.Op == "remote error")
+		errors.As(err, new(x509.HostnameError)) || errors.As(err, &rh) || remoteAlert(err) != nil
+}
+
+// remoteAlert returns the TLS alert the server sent, found anywhere in
+// err's chain (crypto/tls reports it as a *net.OpError "remote error",
+// which callers may wrap in another *net.OpError), or nil.
+func remoteAlert(err error) *net.OpError {
+	for err != nil {
+		if op, ok := err.(*net.OpError); ok && op.Op == "remote error" {
+			return op
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if op := remoteAlert(e); op != nil {
+					return op
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 func ipStrings(ips []net.IP) []string {

@@ -51,13 +51,8 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 		}
 	}
 	w := e.writer()
-	f0, p0 := e.masterPos()
-	from := binlog.Position{File: f0, Pos: p0}
-	r, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", f0, p0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	from.GTIDSet, _ = r.GetString(0, 0)
+	from := e.binlogEnd()
+	f0 := from.File
 	a := workload.Generate(71, 0, 20, 1500, 1, 40, 200)
 	if err := produce(w, a); err != nil {
 		t.Fatal(err)
@@ -73,14 +68,15 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 	current, _ := e.masterPos()
 
 	// Copy the server's binlogs (all but the current file are closed).
-	r, err = c.Execute("SELECT @@log_bin_basename")
+	r, err := c.Execute("SELECT @@log_bin_basename")
 	if err != nil {
 		t.Fatal(err)
 	}
 	basename, _ := r.GetString(0, 0)
 	srcDir := filepath.Dir(basename)
 	if _, err := os.Stat(srcDir); err != nil {
-		srcDir = filepath.Join(envOr("CDC_STACK_DIR", "/tmp/cdc-outbox-stack"), "mariadb", "binlog")
+		// a server in a chroot (dev-stack's MySQL 9.7, MariaDB 11.8) sees another path
+		srcDir = envOr("CDC_MYSQL_BINLOG_DIR", filepath.Join(envOr("CDC_STACK_DIR", "/tmp/cdc-outbox-stack"), "mariadb", "binlog"))
 	}
 	archive := t.TempDir()
 	r, err = c.Execute("SHOW BINARY LOGS")
@@ -143,7 +139,7 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 	}
 
 	// (b) run from a checkpoint in the purged files, source.archive set.
-	cp, _ := json.Marshal(checkpoint.Checkpoint{Version: checkpoint.Version, File: from.File, Pos: from.Pos, GTIDSet: from.GTIDSet, Flavor: binlog.FlavorMariaDB, UpdatedAt: time.Now()})
+	cp, _ := json.Marshal(checkpoint.Checkpoint{Version: checkpoint.Version, File: from.File, Pos: from.Pos, GTIDSet: from.GTIDSet, Flavor: serverFlavor(), UpdatedAt: time.Now()})
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	if err := rdb.Set(context.Background(), e.key, cp, 0).Err(); err != nil {

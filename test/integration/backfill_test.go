@@ -109,6 +109,7 @@ func (e *env) readTopic(want int, timeout time.Duration) []verify.Record {
 // the binlog, never both), then new rows stream; per conversation, in id
 // order, backfill records before binlog records.
 func TestBackfill(t *testing.T) {
+	onlyMariaDB(t, "--backfill refuses MySQL today (issue 13 item 6)")
 	e := newEnv(t)
 	unsent := e.seedOutbox(0, 50, 20000)
 	seeded := e.idsAfter(0)
@@ -247,6 +248,7 @@ func (e *env) outboxIDs() map[uint64]bool {
 // (publisher stopped, rows inserted, prune: they stay), never recent ones;
 // once the publisher caught up, they go too.
 func TestPrune(t *testing.T) {
+	onlyMariaDB(t, "prune refuses MySQL today (issue 13 item 6)")
 	e := newEnv(t)
 	if code, out := e.runPrune("--older-than", "7d"); code != 1 || !strings.Contains(out, "no checkpoint") {
 		t.Fatalf("prune without a checkpoint: exit %d\n%s", code, out)

@@ -372,10 +372,10 @@ func TestFaultDatabase(t *testing.T) {
 			plan := workload.Generate(600, 0, 100, 6000, 1, 200, 200)
 			pr := e.produceBackground(plan, 1500)
 			e.waitPublished(plan, 300, time.Minute)
-			stack(t, "restart-mariadb")
+			stack(t, "restart-db")
 			up := time.Now()
 			rec := waitGrowth(e.topic, up, 2*time.Minute)
-			e.finish("MariaDB restart ("+mode+" mode)", pr, rec)
+			e.finish("database restart ("+mode+" mode)", pr, rec)
 		})
 		t.Run("kill_connection_"+mode, func(t *testing.T) {
 			e := newEnv(t)

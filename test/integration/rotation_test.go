@@ -181,6 +181,7 @@ func (e *env) saveCheckpoint(cp checkpoint.Checkpoint) {
 // GTID position mode, SIGKILL mid-stream and resume: nothing lost, and
 // the stored set has both domains.
 func TestGTIDMultiDomain(t *testing.T) {
+	onlyMariaDB(t, "GTID domains (gtid_domain_id) are MariaDB's; MySQL's tagged GTIDs are TestMySQLTaggedGTID")
 	e := newEnv(t)
 	e.positionMode = "gtid"
 	p := e.start()
@@ -233,6 +234,7 @@ func TestGTIDMultiDomain(t *testing.T) {
 // refused at start (MariaDB would accept it and stream everything from
 // the start), naming the domain and the fix.
 func TestGTIDUnknownDomainRefused(t *testing.T) {
+	onlyMariaDB(t, "GTID domains are MariaDB's")
 	e := newEnv(t)
 	e.positionMode = "gtid"
 	c := e.sql()

@@ -32,7 +32,10 @@ func checkFields(t *testing.T, recs []verify.Record, payloadBytes int) {
 				t.Fatalf("record %s/%d: header %s = %q, want %q (values in the wrong field?)", r.Key, r.SeqNo, k, r.Headers[k], v)
 			}
 		}
-		if string(r.Value) != string(workload.Payload(conv, r.SeqNo, payloadBytes)) {
+		if isMySQL() {
+			// binary JSON, its keys reordered at INSERT (bytes: TestPayloadByteExact)
+			jsonEqual(t, r.Value, workload.Payload(conv, r.SeqNo, payloadBytes))
+		} else if string(r.Value) != string(workload.Payload(conv, r.SeqNo, payloadBytes)) {
 			t.Fatalf("record %s/%d: payload %.60q", r.Key, r.SeqNo, r.Value)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,15 +18,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 )
 
 var (
+	// flavor is the stack's database (scripts/dev-stack.sh env prints
+	// CDC_FLAVOR): flavorMariaDB (10.11, the default), flavorMySQL (9.7) or
+	// flavorMariaDB11 (11.8).
+	flavor     = envOr("CDC_FLAVOR", flavorMariaDB)
 	mysqlAddr  = envOr("CDC_MYSQL_ADDR", "127.0.0.1:33306")
 	mysqlUser  = envOr("CDC_MYSQL_USER", "root")
 	mysqlPass  = envOr("CDC_MYSQL_PASSWORD", "root")
@@ -37,6 +44,41 @@ var (
 	serverIDs  atomic.Uint32
 	partitions = 6
 )
+
+// The flavours of scripts/dev-stack.sh (CDC_FLAVOR).
+const (
+	flavorMariaDB   = "mariadb"
+	flavorMySQL     = "mysql"
+	flavorMariaDB11 = "mariadb11"
+)
+
+// isMySQL reports whether the stack's server is MySQL (not MariaDB).
+func isMySQL() bool { return flavor == flavorMySQL }
+
+// serverFlavor is the binlog flavour of the stack's server:
+// binlog.FlavorMySQL or binlog.FlavorMariaDB.
+func serverFlavor() string {
+	if isMySQL() {
+		return binlog.FlavorMySQL
+	}
+	return binlog.FlavorMariaDB
+}
+
+// onlyMariaDB skips a test whose subject exists on MariaDB only.
+func onlyMariaDB(t *testing.T, why string) {
+	t.Helper()
+	if isMySQL() {
+		t.Skipf("MariaDB only (stack flavour %s): %s", flavor, why)
+	}
+}
+
+// onlyMySQL skips a test whose subject exists on MySQL only.
+func onlyMySQL(t *testing.T, why string) {
+	t.Helper()
+	if !isMySQL() {
+		t.Skipf("MySQL only (stack flavour %s): %s", flavor, why)
+	}
+}
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -77,7 +119,7 @@ func TestMain(m *testing.M) {
 func ping() error {
 	c, err := client.Connect(mysqlAddr, mysqlUser, mysqlPass, mysqlDB)
 	if err != nil {
-		return fmt.Errorf("mariadb %s: %w", mysqlAddr, err)
+		return fmt.Errorf("%s %s: %w", flavor, mysqlAddr, err)
 	}
 	c.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
@@ -120,7 +162,7 @@ func newEnv(t *testing.T) *env {
 	if len(e.outbox) > 64 {
 		t.Fatalf("table name too long: %s", e.outbox)
 	}
-	ddl, err := os.ReadFile("../../schema/mariadb.sql")
+	ddl, err := os.ReadFile("../../schema/" + serverFlavor() + ".sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +231,9 @@ log:
 shutdown-timeout: 10s
 retry-backoff-max: 2s
 `, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key)
+	if !strings.Contains(e.extra, "metrics-addr:") {
+		cfg += "metrics-addr: 127.0.0.1:0\n" // several publishers at once: a free port each
+	}
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)
@@ -351,17 +396,55 @@ func (e *env) checkpoint() *checkpoint.Checkpoint {
 	return &cp
 }
 
-// masterPos returns SHOW MASTER STATUS's file and position.
+// masterPos returns the current binlog file and position.
 func (e *env) masterPos() (string, uint32) {
 	c := e.sql()
 	defer c.Close()
-	r, err := c.Execute("SHOW MASTER STATUS")
+	r, err := binlogStatus(c)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	f, _ := r.GetString(0, 0)
 	p, _ := r.GetUint(0, 1)
 	return f, uint32(p)
+}
+
+// binlogEnd returns the current end of the binlog with the server's GTID
+// set there (MySQL: Executed_Gtid_Set; MariaDB: BINLOG_GTID_POS).
+func (e *env) binlogEnd() binlog.Position {
+	c := e.sql()
+	defer c.Close()
+	r, err := binlogStatus(c)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var p binlog.Position
+	p.File, _ = r.GetString(0, 0)
+	pos, _ := r.GetUint(0, 1)
+	p.Pos = uint32(pos)
+	if isMySQL() {
+		set, _ := r.GetStringByName(0, "Executed_Gtid_Set")
+		p.GTIDSet = strings.ReplaceAll(set, "\n", "")
+		return p
+	}
+	g, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p.GTIDSet, _ = g.GetString(0, 0)
+	return p
+}
+
+// binlogStatus runs SHOW BINARY LOG STATUS (MySQL 8.2+, MariaDB 10.5.2+),
+// or SHOW MASTER STATUS where the server does not know it (MySQL 9 removed
+// the latter).
+func binlogStatus(c *client.Conn) (*mysql.Result, error) {
+	r, err := c.Execute("SHOW BINARY LOG STATUS")
+	var me *mysql.MyError
+	if errors.As(err, &me) && me.Code == mysql.ER_PARSE_ERROR {
+		return c.Execute("SHOW MASTER STATUS")
+	}
+	return r, err
 }
 
 func requireOK(t *testing.T, rep verify.Report) {

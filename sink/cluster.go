@@ -1,0 +1,243 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	initAPI "github.com/segmentio/kafka-go/protocol/initproducerid"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
+	"go.uber.org/zap"
+)
+
+// transport is what the Producer needs of the cluster: *cluster, or a
+// fake broker in tests.
+type transport interface {
+	// metadata returns topic's partitions, cached up to metadataTTL
+	// unless fresh.
+	metadata(ctx context.Context, topic string, fresh bool) (*metadataAPI.ResponseTopic, error)
+	// produce sends req to broker leader and returns its pending answer
+	// (a *produceAPI.Response).
+	produce(ctx context.Context, leader int32, req *rawproduce.Request) (pending, error)
+	// initProducerID returns a producer id and epoch (InitProducerId
+	// without a transactional id, KIP-98); given the current ones (not
+	// -1) it asks for the epoch bump of KIP-360.
+	initProducerID(ctx context.Context, pid int64, epoch int16) (int64, int16, error)
+	// stale drops the cached metadata (a leader moved, a broker failed).
+	stale()
+	close()
+}
+
+// pending is a request in flight.
+type pending interface {
+	wait(ctx context.Context) (protocol.Message, error)
+}
+
+// metadataTTL is how long a topic's metadata is used without asking
+// again (errors drop it at once): how late a new partition count or a
+// leader moved without an error is seen.
+const metadataTTL = 2 * time.Second
+
+// cluster follows a Kafka cluster: the brokers it advertises, the
+// topics' leaders and one connection per broker for produce requests,
+// plus one metadata connection. The configured brokers serve the first
+// contact only: afterwards metadata is asked of any live broker the
+// cluster advertised (then the configured ones again), each dial and
+// handshake bounded by dialTimeout so that a dead or paused broker costs
+// at most that before the next one is tried. Not safe for concurrent use.
+type cluster struct {
+	bootstrap   []string
+	dialTimeout time.Duration
+	allowAuto   bool // kafka.allow-auto-topic-creation
+	log         *zap.Logger
+	sec         *Security // kafka.tls, kafka.sasl (security.go); nil: plaintext
+
+	brokers map[int32]string // advertised, by node id
+	conns   map[int32]*brokerConn
+	meta    *brokerConn // the metadata connection
+	topics  map[string]cachedTopic
+	next    int // rotation among the candidates for the metadata connection
+}
+
+type cachedTopic struct {
+	t  *metadataAPI.ResponseTopic
+	at time.Time
+}
+
+func newCluster(bootstrap []string, dialTimeout time.Duration, allowAuto bool, log *zap.Logger) *cluster {
+	return &cluster{bootstrap: bootstrap, dialTimeout: dialTimeout, allowAuto: allowAuto, log: log,
+		brokers: map[int32]string{}, conns: map[int32]*brokerConn{}, topics: map[string]cachedTopic{}}
+}
+
+func (c *cluster) stale() { clear(c.topics) }
+
+func (c *cluster) close() {
+	if c.meta != nil {
+		c.meta.close()
+		c.meta = nil
+	}
+	for id, bc := range c.conns {
+		bc.close()
+		delete(c.conns, id)
+	}
+}
+
+// candidates returns the addresses to try for the metadata connection:
+// the advertised brokers, rotating, then the configured ones not among them.
+func (c *cluster) candidates() []string {
+	ids := make([]int32, 0, len(c.brokers))
+	for id := range c.brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var out []string
+	for i := range ids {
+		out = append(out, c.brokers[ids[(i+c.next)%len(ids)]])
+	}
+	c.next++
+	for _, b := range c.bootstrap {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// metaRoundTrip sends msg on the metadata connection, moving on to the
+// next candidate broker when a connection cannot be had or fails; each
+// try is bounded by dialTimeout (metadata and InitProducerId answers are
+// quick). It returns the last error when every candidate failed.
+func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (protocol.Message, error) {
+	var errs []error
+	for _, addr := range c.tryOrder() {
+		if ctx.Err() != nil {
+			break
+		}
+		if c.meta == nil || !c.meta.alive() || c.meta.addr != addr {
+			if c.meta != nil {
+				c.meta.close()
+				c.meta = nil
+			}
+			bc, err := dialBroker(ctx, addr, c.dialTimeout, c.sec)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.meta = bc
+		}
+		tctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
+		res, err := c.meta.roundTrip(tctx, msg, c.dialTimeout)
+		cancel()
+		if err == nil {
+			return res, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.meta.addr, err))
+		c.meta.close()
+		c.meta = nil
+	}
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// tryOrder is the current metadata connection's address first (when
+// alive), then the candidates.
+func (c *cluster) tryOrder() []string {
+	cands := c.candidates()
+	if c.meta != nil && c.meta.alive() {
+		cands = slices.DeleteFunc(cands, func(a string) bool { return a == c.meta.addr })
+		return append([]string{c.meta.addr}, cands...)
+	}
+	return cands
+}
+
+func (c *cluster) metadata(ctx context.Context, topic string, fresh bool) (*metadataAPI.ResponseTopic, error) {
+	if ct, ok := c.topics[topic]; ok && !fresh && time.Since(ct.at) < metadataTTL {
+		return ct.t, nil
+	}
+	res, err := c.metaRoundTrip(ctx, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: c.allowAuto})
+	if err != nil {
+		return nil, fmt.Errorf("metadata of topic %s: %w", topic, err)
+	}
+	r := res.(*metadataAPI.Response)
+	if len(r.Brokers) > 0 {
+		clear(c.brokers)
+		for _, b := range r.Brokers {
+			c.brokers[b.NodeID] = fmt.Sprintf("%s:%d", b.Host, b.Port)
+		}
+		for id, bc := range c.conns {
+			if c.brokers[id] != bc.addr {
+				bc.close()
+				delete(c.conns, id)
+			}
+		}
+	}
+	for i := range r.Topics {
+		t := &r.Topics[i]
+		if t.Name != topic {
+			continue
+		}
+		if t.ErrorCode != 0 {
+			return nil, fmt.Errorf("metadata of topic %s: %w", topic, kafka.Error(t.ErrorCode))
+		}
+		if len(t.Partitions) == 0 {
+			return nil, fmt.Errorf("metadata of topic %s: %w", topic, kafka.LeaderNotAvailable)
+		}
+		c.topics[topic] = cachedTopic{t, time.Now()}
+		return t, nil
+	}
+	return nil, fmt.Errorf("metadata of topic %s: %w", topic, kafka.UnknownTopicOrPartition)
+}
+
+// Produce request versions the Producer encodes: v3 (record batches,
+// KIP-98) to v8, kafka-go's highest.
+const (
+	produceMinVersion = 3
+	produceMaxVersion = 8
+)
+
+func (c *cluster) produce(ctx context.Context, leader int32, req *rawproduce.Request) (pending, error) {
+	bc := c.conns[leader]
+	if bc == nil || !bc.alive() {
+		if bc != nil {
+			bc.close()
+			delete(c.conns, leader)
+		}
+		addr, ok := c.brokers[leader]
+		if !ok {
+			c.stale()
+			return nil, fmt.Errorf("broker %d: %w", leader, kafka.LeaderNotAvailable)
+		}
+		var err error
+		if bc, err = dialBroker(ctx, addr, c.dialTimeout, c.sec); err != nil {
+			c.stale()
+			return nil, err
+		}
+		c.conns[leader] = bc
+	}
+	cl, err := bc.send(req, produceMinVersion, produceMaxVersion, time.Duration(req.Timeout)*time.Millisecond+time.Second)
+	if err != nil {
+		c.stale()
+		return nil, err
+	}
+	return cl, nil
+}
+
+func (c *cluster) initProducerID(ctx context.Context, pid int64, epoch int16) (int64, int16, error) {
+	res, err := c.metaRoundTrip(ctx, &initAPI.Request{ProducerID: pid, ProducerEpoch: epoch, TransactionTimeoutMs: math.MaxInt32})
+	if err != nil {
+		return -1, -1, fmt.Errorf("init producer id: %w", err)
+	}
+	r := res.(*initAPI.Response)
+	if r.ErrorCode != 0 {
+		return -1, -1, fmt.Errorf("init producer id: %w", kafka.Error(r.ErrorCode))
+	}
+	return r.ProducerID, r.ProducerEpoch, nil
+}

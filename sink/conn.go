@@ -1,0 +1,231 @@
+package sink
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go/protocol"
+	apiversionsAPI "github.com/segmentio/kafka-go/protocol/apiversions"
+	"golang.org/x/sync/errgroup"
+)
+
+// brokerConn is one TCP connection to a broker speaking kafka-go's
+// protocol encoding. Requests are pipelined: send writes a request and
+// returns at once; a reader goroutine (owned by the connection, stopped by
+// close) reads the answers in order (a broker answers the requests of a
+// connection in the order it received them) and completes each call. The
+// first read or write error, or an answer not received within its
+// deadline, breaks the connection: every call not yet answered fails with
+// that error and later sends fail at once.
+type brokerConn struct {
+	addr     string
+	nc       net.Conn
+	rd       *bufio.Reader
+	versions map[protocol.ApiKey]int16 // highest version both sides support
+
+	mu     sync.Mutex // serialises writes, correlation ids and the queue
+	corr   int32
+	broken error
+	queue  chan *call
+	quit   chan struct{}
+	g      errgroup.Group
+}
+
+// call is one request on a brokerConn; done is closed once res or err is set.
+type call struct {
+	key      protocol.ApiKey
+	version  int16
+	corr     int32
+	deadline time.Time
+	res      protocol.Message
+	err      error
+	done     chan struct{}
+}
+
+// wait returns the call's answer, or ctx's error (the call stays pending
+// on its connection).
+func (c *call) wait(ctx context.Context) (protocol.Message, error) {
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// maxQueued bounds the calls in flight on one connection (the Producer
+// keeps at most maxInFlight produce requests per partition, and a
+// partition's leader is one broker).
+const maxQueued = 32
+
+// dialBroker connects to addr and negotiates the API versions
+// (ApiVersions v0), the whole within timeout: a broker that accepts the
+// TCP connection but does not answer (paused, overloaded) costs at most
+// timeout before the caller moves on to another broker. With sec, the
+// connection is TLS and/or logs in with SASL (security.go), within the
+// same timeout; failures no retry fixes are *SecurityError.
+func dialBroker(ctx context.Context, addr string, timeout time.Duration, sec *Security) (*brokerConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	bc, err := dialBrokerConn(ctx, addr, sec)
+	if err != nil && sec != nil {
+		return nil, sec.explain(ctx, addr, err)
+	}
+	return bc, err
+}
+
+func dialBrokerConn(ctx context.Context, addr string, sec *Security) (*brokerConn, error) {
+	nc, err := sec.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	deadline, _ := ctx.Deadline()
+	_ = nc.SetDeadline(deadline)
+	rd := bufio.NewReaderSize(nc, 64<<10)
+	rw := struct {
+		io.Reader
+		io.Writer
+	}{rd, nc}
+	res, err := protocol.RoundTrip(&rw, 0, 0, clientID, &apiversionsAPI.Request{})
+	if err != nil {
+		nc.Close()
+		return nil, &net.OpError{Op: "handshake", Net: "tcp", Addr: nc.RemoteAddr(), Err: err}
+	}
+	av := res.(*apiversionsAPI.Response)
+	if av.ErrorCode != 0 {
+		nc.Close()
+		return nil, fmt.Errorf("api versions from %s: error code %d", addr, av.ErrorCode)
+	}
+	if err := sec.authenticate(&rw, av); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	versions := map[protocol.ApiKey]int16{}
+	for _, k := range av.ApiKeys {
+		key := protocol.ApiKey(k.ApiKey)
+		switch key {
+		case protocol.Produce, protocol.Metadata, protocol.InitProducerId:
+		default:
+			continue
+		}
+		if lo, hi := max(k.MinVersion, key.MinVersion()), min(k.MaxVersion, key.MaxVersion()); lo <= hi {
+			versions[key] = hi
+		}
+	}
+	c := &brokerConn{addr: addr, nc: nc, rd: rd, versions: versions, queue: make(chan *call, maxQueued), quit: make(chan struct{})}
+	c.g.Go(c.read)
+	return c, nil
+}
+
+const clientID = "cdc-outbox"
+
+// errConnClosed: the connection was closed by the Producer (not a broker failure).
+var errConnClosed = errors.New("sink: connection closed")
+
+// send writes msg (within the version range [lo, hi] of the Produce
+// request the caller encodes; lo 0 for others) and returns its call,
+// answered within timeout or failed.
+func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Duration) (*call, error) {
+	v, ok := c.versions[msg.ApiKey()]
+	if !ok || v < lo {
+		return nil, fmt.Errorf("broker %s does not support %s v%d or later", c.addr, msg.ApiKey(), lo)
+	}
+	v = min(v, hi)
+	cl := &call{key: msg.ApiKey(), version: v, deadline: time.Now().Add(timeout), done: make(chan struct{})}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken != nil {
+		return nil, c.broken
+	}
+	c.corr++
+	cl.corr = c.corr
+	_ = c.nc.SetWriteDeadline(cl.deadline)
+	// Queue first: the answer may be read before WriteRequest returns.
+	c.queue <- cl
+	if err := protocol.WriteRequest(c.nc, v, cl.corr, clientID, msg); err != nil {
+		c.breakLocked(&net.OpError{Op: "write", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err})
+		return nil, c.broken
+	}
+	return cl, nil
+}
+
+// roundTrip sends msg and waits for its answer.
+func (c *brokerConn) roundTrip(ctx context.Context, msg protocol.Message, timeout time.Duration) (protocol.Message, error) {
+	cl, err := c.send(msg, 0, msg.ApiKey().MaxVersion(), timeout)
+	if err != nil {
+		return nil, err
+	}
+	return cl.wait(ctx)
+}
+
+// read completes the queued calls in order until the connection breaks or closes.
+func (c *brokerConn) read() error {
+	for {
+		var cl *call
+		select {
+		case cl = <-c.queue:
+		case <-c.quit:
+			return nil
+		}
+		_ = c.nc.SetReadDeadline(cl.deadline)
+		corr, res, err := protocol.ReadResponse(c.rd, cl.key, cl.version)
+		if err == nil && corr != cl.corr {
+			err = fmt.Errorf("correlation id %d, want %d", corr, cl.corr)
+		}
+		if err != nil {
+			c.mu.Lock()
+			c.breakLocked(&net.OpError{Op: "read", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err})
+			cl.err = c.broken
+			close(cl.done)
+			c.mu.Unlock()
+			return nil
+		}
+		cl.res = res
+		close(cl.done)
+	}
+}
+
+// breakLocked marks the connection broken with err (the first error
+// wins), closes it and fails every queued call. c.mu is held.
+func (c *brokerConn) breakLocked(err error) {
+	if c.broken == nil {
+		c.broken = err
+		c.nc.Close()
+		close(c.quit)
+	}
+	for {
+		select {
+		case cl := <-c.queue:
+			cl.err = c.broken
+			close(cl.done)
+		default:
+			return
+		}
+	}
+}
+
+// alive reports whether the connection can take requests.
+func (c *brokerConn) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken == nil
+}
+
+// close closes the connection, fails the calls in flight and waits for
+// the reader to stop.
+func (c *brokerConn) close() {
+	c.mu.Lock()
+	c.breakLocked(errConnClosed)
+	c.mu.Unlock()
+	_ = c.g.Wait()
+}

@@ -1,0 +1,180 @@
+package sink
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// kfakeFault starts kfake (an in-process Kafka applying the idempotent
+// producer's rules) with topic "t" of 3 partitions, answering the first
+// failures produce requests that carry partition victim with code for
+// every partition, without writing them.
+func kfakeFault(t *testing.T, victim int32, code int16, failures int32) (*kfake.Cluster, *atomic.Int32) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var failed atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		hit := false
+		for _, tp := range pr.Topics {
+			for _, p := range tp.Partitions {
+				hit = hit || p.Partition == victim
+			}
+		}
+		if !hit || failed.Load() >= failures {
+			return nil, nil, false
+		}
+		failed.Add(1)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		for _, tp := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = tp.Topic
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	return c, &failed
+}
+
+// pipelinedRounds writes n rounds of 30 records with up to MaxInFlight in
+// flight, as the Writer does.
+func pipelinedRounds(t *testing.T, p *Producer, n int) [][]kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var rs []*Round
+	var all [][]kafka.Message
+	for i := range n {
+		if len(rs) == p.MaxInFlight() {
+			if err := p.Wait(ctx, rs[0]); err != nil {
+				t.Fatal(err)
+			}
+			rs = rs[1:]
+		}
+		m := roundFrom(i*30, 30)
+		r, err := p.Begin(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, all = append(rs, r), append(all, m)
+	}
+	for _, r := range rs {
+		if err := p.Wait(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return all
+}
+
+func TestKfakeRetriableFaults(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		code int16
+	}{
+		{"NOT_LEADER_OR_FOLLOWER", 6},
+		{"REQUEST_TIMED_OUT", 7},
+		{"OUT_OF_ORDER_SEQUENCE_NUMBER", 45},
+		{"DUPLICATE_SEQUENCE_NUMBER", 46},
+		{"UNKNOWN_PRODUCER_ID", 59},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, failed := kfakeFault(t, 1, c.code, 2)
+			cfg := DefaultConfig()
+			cfg.Brokers = cl.ListenAddrs()
+			p := NewProducer(cfg, &kafka.Hash{}, zap.NewNop())
+			defer p.Close()
+			all := pipelinedRounds(t, p, 12)
+			if failed.Load() == 0 {
+				t.Fatal("no failure injected")
+			}
+			want := map[int][]string{}
+			for _, msgs := range all {
+				for _, m := range msgs {
+					part := (&kafka.Hash{}).Balance(m, 0, 1, 2)
+					want[part] = append(want[part], string(m.Key))
+				}
+			}
+			for part := range 3 {
+				// Each record once, in order (DUPLICATE_SEQUENCE_NUMBER is
+				// injected without writing: the Producer takes it as written,
+				// so that case loses its victim batches by construction).
+				if got := realKeys(t, cl.ListenAddrs(), "t", part); c.code != 46 && !slicesEqual(got, want[part]) {
+					t.Errorf("partition %d: %d records %v…, want %d", part, len(got), head(got), len(want[part]))
+				}
+			}
+		})
+	}
+}
+
+// realKeys reads partition's record keys, in offset order.
+func realKeys(t *testing.T, brokers []string, topic string, partition int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", brokers[0], topic, partition)
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		defer conn.Close()
+		first, last, err := conn.ReadOffsets()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		if last == first {
+			return nil
+		}
+		if _, err := conn.Seek(first, kafka.SeekAbsolute); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b := conn.ReadBatch(1, 64<<20)
+		for int64(len(keys)) < last-first {
+			m, err := b.ReadMessage()
+			if err != nil {
+				b.Close()
+				b = conn.ReadBatch(1, 64<<20)
+				continue
+			}
+			keys = append(keys, string(m.Key))
+		}
+		b.Close()
+		return keys
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func head(s []string) []string { return s[:min(len(s), 10)] }
