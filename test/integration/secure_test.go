@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/internal/testcerts"
+	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
@@ -265,6 +267,72 @@ func TestSecureMySQLBadInput(t *testing.T) {
 				t.Fatalf("got %v, want %v saying %q (fatal)", err, tc.is, tc.fix)
 			}
 			if strings.Contains(err.Error(), s.secret(t, "mysql-root")) {
+				t.Fatal("the password is in the error")
+			}
+		})
+	}
+}
+
+// redisTLS is a working checkpoint configuration of the secured Redis:
+// TLS verified with the host name, the ACL user, the password from a file.
+func (s *secureStack) redisTLS(key string) checkpoint.Config {
+	cfg := checkpoint.DefaultConfig()
+	cfg.Addr, cfg.Username, cfg.PasswordFile, cfg.Key = s.redis, s.redisUser, s.secretFile("redis"), key
+	cfg.TLS = secure.TLS{Enabled: true, CAFile: s.cert(testcerts.CA)}
+	return cfg
+}
+
+// TestSecureRedis: the checkpoint store over TLS with an ACL user, and
+// each bad setting fatal with its fix.
+func TestSecureRedis(t *testing.T) {
+	s := secured(t)
+	ctx := context.Background()
+	key := "cdc-outbox:it:secure-redis:" + runID
+	cfg := s.redisTLS(key)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st := checkpoint.NewStore(cfg)
+	defer st.Close()
+	if err := st.Save(ctx, checkpoint.Checkpoint{File: "mariadb-bin.000001", Pos: 4, Flavor: "mariadb"}); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := st.Load(ctx); err != nil || cp == nil || cp.Pos != 4 {
+		t.Fatalf("load: %+v, %v", cp, err)
+	}
+	if state, err := st.TLSState(ctx); err != nil || !strings.Contains(state, "host name verified") {
+		t.Fatalf("TLS state %q, %v", state, err)
+	}
+	wrongPW := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrongPW, []byte("not-the-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*checkpoint.Config)
+		is   error
+		fix  string
+	}{
+		{"wrong password", func(c *checkpoint.Config) { c.PasswordFile = wrongPW }, checkpoint.ErrAuth, "checkpoint.password-file"},
+		{"no login", func(c *checkpoint.Config) { c.Username, c.PasswordFile = "", "" }, checkpoint.ErrAuth, "checkpoint.username"},
+		{"wrong CA", func(c *checkpoint.Config) { c.TLS.CAFile = s.cert(testcerts.OtherCA) }, checkpoint.ErrTLS, "checkpoint.tls.ca-file"},
+		{"host name mismatch", func(c *checkpoint.Config) { c.TLS.ServerName = "redis.example.com" }, checkpoint.ErrTLS, "checkpoint.tls.server-name"},
+		{"plaintext against the TLS port", func(c *checkpoint.Config) { c.TLS = secure.TLS{} }, checkpoint.ErrTLS, "set checkpoint.tls.enabled: true"},
+		{"TLS against a plaintext port", func(c *checkpoint.Config) { c.Addr, c.Username, c.PasswordFile = redisAddr, "", "" }, checkpoint.ErrTLS, "this is a plaintext port"},
+		{"client certificate rejected", func(c *checkpoint.Config) {
+			c.TLS.CertFile, c.TLS.KeyFile = s.cert(testcerts.OtherClient), s.cert(testcerts.OtherKey)
+		}, checkpoint.ErrTLS, "client certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := s.redisTLS(key)
+			tc.edit(&c)
+			st := checkpoint.NewStore(c)
+			defer st.Close()
+			_, err := st.Load(ctx)
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.fix) || !pipeline.IsFatal(err) {
+				t.Fatalf("got %v, want %v saying %q (fatal)", err, tc.is, tc.fix)
+			}
+			if strings.Contains(err.Error(), s.secret(t, "redis")) {
 				t.Fatal("the password is in the error")
 			}
 		})
