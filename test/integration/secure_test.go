@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/testcerts"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 )
@@ -336,5 +338,154 @@ func TestSecureRedis(t *testing.T) {
 				t.Fatal("the password is in the error")
 			}
 		})
+	}
+}
+
+// TestSecurePublishEndToEnd runs the publisher with SASL_SSL (SCRAM-SHA-512)
+// to Kafka, verify-identity TLS to MariaDB (require_secure_transport=ON)
+// and TLS with an ACL user to Redis, every secret from a file, and checks
+// that each committed row arrives once and the checkpoint is written.
+func TestSecurePublishEndToEnd(t *testing.T) {
+	s := secured(t)
+	ctx := context.Background()
+	name := "sec_e2e_" + runID
+	src := s.mysqlTLS(t)
+	conn, err := binlog.Dial(ctx, src, src.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ddl, err := os.ReadFile("../../schema/mariadb.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(ddl), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			lines = append(lines, l)
+		}
+	}
+	for _, stmt := range strings.Split(strings.Join(lines, "\n"), ";") {
+		if strings.Contains(stmt, "CREATE TABLE") && strings.Contains(stmt, "im_event_outbox") {
+			if _, err := conn.Execute(strings.ReplaceAll(stmt, "im_event_outbox", "ob_"+name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	topic := "it." + name
+	kcfg := s.kafkaSCRAM(sink.MechanismSCRAM512)
+	admin, err := kafka.Dial("tcp", s.kafkaPlain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: 3, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	key := "cdc-outbox:it:" + name
+	yaml := fmt.Sprintf(`source:
+  addr: %s
+  user: root
+  password-file: %s
+  ssl-mode: verify-identity
+  ssl-ca: %s
+  server-id: %d
+  schema: %s
+  table: ob_%s
+  start: latest
+  heartbeat-period: 1s
+  read-timeout: 5s
+router:
+  topic: %s
+kafka:
+  brokers: [%s]
+  tls:
+    enabled: true
+    ca-file: %s
+  sasl:
+    mechanism: SCRAM-SHA-512
+    username: %s
+    password-file: %s
+checkpoint:
+  addr: %s
+  username: %s
+  password-file: %s
+  key: %q
+  interval: 200ms
+  tls:
+    enabled: true
+    ca-file: %s
+log:
+  format: json
+shutdown-timeout: 10s
+retry-backoff-max: 2s
+`, s.mysql, s.secretFile("mysql-root"), s.cert(testcerts.CA), serverIDs.Add(1), mysqlDB, name, topic,
+		s.kafkaSASL, s.cert(testcerts.CA), s.kafkaUser, s.secretFile("kafka"),
+		s.redis, s.redisUser, s.secretFile("redis"), key, s.cert(testcerts.CA))
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "check", "--config", cfgPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	for _, want := range []string{"SCRAM-SHA-512", "TLS 1.3", "host name verified"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("check does not report %q:\n%s", want, out)
+		}
+	}
+	logPath := filepath.Join(dir, "publisher.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait(); f.Close() }()
+	defer func() { _ = cmd.Process.Kill(); <-done }()
+	for deadline := time.Now().Add(60 * time.Second); !logHas(logPath, "streaming binlog"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("publisher did not stream:\n%s", tail(string(b), 30))
+		}
+	}
+	const n = 50
+	for i := range n {
+		if _, err := conn.Execute(fmt.Sprintf("INSERT INTO ob_%s (event_type, conversation_id, message_id, seq_no, sender_id, receiver_id, payload) VALUES ('message.created', %d, %d, %d, 1, 2, '{\"i\":%d}')", name, i%7, i, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons := verify.NewConsumer(kcfg, topic)
+	var got []verify.Record
+	for deadline := time.Now().Add(60 * time.Second); len(got) < n && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, recs...)
+	}
+	if len(got) != n {
+		t.Fatalf("%d records on %s, want %d", len(got), topic, n)
+	}
+	st := checkpoint.NewStore(s.redisTLS(key))
+	defer st.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if cp, err := st.Load(ctx); err == nil && cp != nil && cp.File != "" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint: %+v, %v", cp, err)
+		}
+	}
+	b, _ := os.ReadFile(logPath)
+	for _, secret := range []string{s.secret(t, "kafka"), s.secret(t, "redis"), s.secret(t, "mysql-root")} {
+		if strings.Contains(string(b), secret) || strings.Contains(string(out), secret) {
+			t.Fatal("a password is in the log or check's output")
+		}
 	}
 }
