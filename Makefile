@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.da
 PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
-.PHONY: all build demo test unit integration vet faults bench stack-up stack-down stack-status clean \
+.PHONY: all build demo test test-secure unit integration vet faults bench stack-up stack-down stack-status clean \
 	deploy-check release release-check docker version test-flavours test-flavour-subset
 
 all: build
@@ -38,6 +38,7 @@ test: vet deploy-check release-check
 	# the producer against the real broker (idempotence: a resent batch stored once)
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
 	$(MAKE) --no-print-directory test-flavour-subset
+	$(MAKE) --no-print-directory test-secure
 
 # The tests whose behaviour depends on the server: publish and order, rollback, kill -9 and
 # resume (file and GTID mode), restart from a checkpoint, bad start positions, replay by
@@ -60,6 +61,16 @@ define flavour_run
 		rc=$$?; echo "flavour $(1): integration tests exit $$rc in $$((SECONDS - t0)) s"; \
 		CDC_FLAVOR=$(1) $(STACK) stop-db; exit $$rc
 endef
+
+## test-secure: the secured servers (scripts/dev-stack.sh up-secure: TLS MariaDB with
+## require_secure_transport, TLS Redis with an ACL user, Kafka with SASL_SSL/mTLS/expired-certificate
+## listeners; certificates and passwords generated), the TestSecure* tests against them (every
+## connection kind, each bad input, publishing end to end), then the servers stopped
+test-secure:
+	$(STACK) up-secure
+	t0=$$SECONDS; eval "$$($(STACK) env)" && CDC_REQUIRE_SECURE=1 \
+		$(GO) test -tags integration -count=1 -timeout 10m -v -run '^TestSecure' ./test/integration/; \
+		rc=$$?; echo "secure: integration tests exit $$rc in $$((SECONDS - t0)) s"; $(STACK) down-secure; exit $$rc
 
 ## test-flavour-subset: the server-dependent subset (FLAVOUR_TESTS) on each of EXTRA_FLAVOURS
 test-flavour-subset:

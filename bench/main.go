@@ -210,7 +210,7 @@ func createTopic(name string) {
 	fail(cc.CreateTopics(kafka.TopicConfig{Topic: name, NumPartitions: 6, ReplicationFactor: 1,
 		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "message.timestamp.type", ConfigValue: "LogAppendTime"}}}))
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ids, err := sink.Partitions(context.Background(), brokers, name); err == nil && len(ids) == 6 {
+		if ids, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, name); err == nil && len(ids) == 6 {
 			return
 		}
 	}
@@ -539,7 +539,7 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 // lastAppend returns the broker's append time of topic's newest record
 // and the number of records in the topic.
 func lastAppend(ctx context.Context, topic string) (time.Time, int64) {
-	ids, err := sink.Partitions(ctx, brokers, topic)
+	ids, err := sink.Partitions(ctx, sink.Config{Brokers: brokers}, topic)
 	fail(err)
 	var newest time.Time
 	var n int64
@@ -601,7 +601,7 @@ func liveWorkload(table string, rate int, d time.Duration, convs int) int {
 // minus the µs timestamp written in the row before COMMIT.
 func latencies(ctx context.Context, topic string, want int) []time.Duration {
 	var out []time.Duration
-	ids, err := sink.Partitions(ctx, brokers, topic)
+	ids, err := sink.Partitions(ctx, sink.Config{Brokers: brokers}, topic)
 	fail(err)
 	deadline := time.Now().Add(2 * time.Minute)
 	next := map[int]int64{}
@@ -716,7 +716,7 @@ func (b *bench) recovery(ctx context.Context) {
 // newestAfter returns how long after t the first record appended after t
 // was appended, or 0 when none yet.
 func newestAfter(ctx context.Context, topic string, t time.Time) time.Duration {
-	ids, _ := sink.Partitions(ctx, brokers, topic)
+	ids, _ := sink.Partitions(ctx, sink.Config{Brokers: brokers}, topic)
 	best := time.Duration(0)
 	for _, p := range ids {
 		conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)

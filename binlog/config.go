@@ -29,6 +29,22 @@ type Config struct {
 	// User and Password of the publisher's MySQL user; see schema/grants-*.sql.
 	User     string `yaml:"user" env:"USER"`
 	Password string `yaml:"password" env:"PASSWORD"`
+	// PasswordFile holds the password instead (a Kubernetes Secret mounted
+	// as a file), read at each connection; not with Password.
+	PasswordFile string `yaml:"password-file" env:"PASSWORD_FILE"`
+	// SSLMode is disabled, preferred (the default, also when empty),
+	// required, verify-ca or verify-identity (tls.go), for the replication
+	// stream and every SQL connection alike.
+	SSLMode string `yaml:"ssl-mode" env:"SSL_MODE"`
+	// SSLCA is the PEM file of the CA that signed the server's certificate
+	// (verify-ca, verify-identity); SSLCert and SSLKey a client certificate
+	// and key for servers that require one (REQUIRE X509).
+	SSLCA   string `yaml:"ssl-ca" env:"SSL_CA"`
+	SSLCert string `yaml:"ssl-cert" env:"SSL_CERT"`
+	SSLKey  string `yaml:"ssl-key" env:"SSL_KEY"`
+	// SSLServerName is the name verify-identity checks when it is not the
+	// host of source.addr.
+	SSLServerName string `yaml:"ssl-server-name" env:"SSL_SERVER_NAME"`
 	// ServerID is the replica server_id the publisher registers with. It must
 	// differ from the source's and from every other replica's.
 	ServerID uint32 `yaml:"server-id" env:"SERVER_ID"`
@@ -156,6 +172,7 @@ func (c *Config) Validate() error {
 	if c.TxnBuffer < 1 {
 		bad("txn-buffer", "%d: want at least 1", c.TxnBuffer)
 	}
+	c.validateTLS(bad, &errs)
 	return errors.Join(errs...)
 }
 

@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
@@ -51,15 +50,18 @@ func (r *Reader) Txns() <-chan Txn { return r.out }
 // A transaction cut short by cancellation or an error is never emitted.
 func (r *Reader) Run(ctx context.Context) error {
 	defer close(r.out)
-	host, portStr, _ := net.SplitHostPort(r.cfg.Addr)
-	port, _ := strconv.ParseUint(portStr, 10, 16)
+	sc, err := syncerConfig(ctx, r.cfg, r.flavor) // tls.go: login and TLS
+	if err != nil {
+		return &PositionError{Pos: r.from, Err: err}
+	}
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID:        r.cfg.ServerID,
-		Flavor:          r.flavor,
-		Host:            host,
-		Port:            uint16(port),
-		User:            r.cfg.User,
-		Password:        r.cfg.Password,
+		ServerID:        sc.ServerID,
+		Flavor:          sc.Flavor,
+		Host:            sc.Host,
+		Port:            sc.Port,
+		User:            sc.User,
+		Password:        sc.Password,
+		TLSConfig:       sc.TLSConfig,
 		HeartbeatPeriod: r.cfg.HeartbeatPeriod,
 		ReadTimeout:     r.cfg.ReadTimeout,
 		// Reconnecting inside go-mysql would resume in the middle of a
@@ -91,7 +93,6 @@ func (r *Reader) Run(ctx context.Context) error {
 		// straddling the stop must not be partly emitted.
 		st.chunk, st.chunkBytes = ChunkEvents, ChunkBytes
 	}
-	var err error
 	if st.gset, err = mysql.ParseGTIDSet(r.flavor, r.from.GTIDSet); err != nil {
 		return fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, r.from.GTIDSet, err)
 	}
@@ -515,5 +516,6 @@ func classify(err error) error {
 // IsFatal reports whether err is one that a reconnect cannot fix.
 func IsFatal(err error) bool {
 	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) ||
-		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart)
+		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) ||
+		errors.Is(err, ErrTLS) || secure.IsTLSFailure(err)
 }

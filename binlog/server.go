@@ -40,14 +40,9 @@ type Server struct {
 // Connect opens the SQL connection and detects the flavor when
 // cfg.Flavor is empty.
 func Connect(ctx context.Context, cfg Config, log *zap.Logger) (*Server, error) {
-	conn, err := client.ConnectWithContext(ctx, cfg.Addr, cfg.User, cfg.Password, "", 10*time.Second)
+	conn, err := Dial(ctx, cfg, "")
 	if err != nil {
-		var me *mysql.MyError
-		if errors.As(err, &me) && me.Code == codeAccessDenied {
-			return nil, fmt.Errorf("%w: connect to %s as %q: %v; check source.user and source.password (CDC_OUTBOX_SOURCE_USER, CDC_OUTBOX_SOURCE_PASSWORD) and that the user may connect from this host",
-				ErrAuth, cfg.Addr, cfg.User, err)
-		}
-		return nil, fmt.Errorf("binlog: connect to %s: %w; check source.addr and that the server is up", cfg.Addr, err)
+		return nil, err
 	}
 	s := &Server{cfg: cfg, conn: conn, log: log}
 	if err := s.identify(); err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -26,7 +24,10 @@ const firstEventTimeout = 10 * time.Second
 func (s *Server) FirstEventTime(ctx context.Context, file string) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, firstEventTimeout)
 	defer cancel()
-	syncer := newSyncer(s.cfg, s.flavor, s.log)
+	syncer, err := newSyncer(ctx, s.cfg, s.flavor, s.log)
+	if err != nil {
+		return time.Time{}, err
+	}
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(mysql.Position{Name: file, Pos: 4})
 	if err != nil {
@@ -119,21 +120,16 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 
 // newSyncer returns a go-mysql binlog syncer for cfg (the same settings as
 // Reader.Run's).
-func newSyncer(cfg Config, flavor string, log *zap.Logger) *replication.BinlogSyncer {
-	host, portStr, _ := net.SplitHostPort(cfg.Addr)
-	port, _ := strconv.ParseUint(portStr, 10, 16)
-	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID:              cfg.ServerID,
-		Flavor:                flavor,
-		Host:                  host,
-		Port:                  uint16(port),
-		User:                  cfg.User,
-		Password:              cfg.Password,
-		HeartbeatPeriod:       cfg.HeartbeatPeriod,
-		ReadTimeout:           cfg.ReadTimeout,
-		DisableRetrySync:      true,
-		MaxReconnectAttempts:  1,
-		RenderJSONAsMySQLText: true,
-		Logger:                slog.New(zapHandler{log.Named("go-mysql")}),
-	})
+func newSyncer(ctx context.Context, cfg Config, flavor string, log *zap.Logger) (*replication.BinlogSyncer, error) {
+	sc, err := syncerConfig(ctx, cfg, flavor) // tls.go: login and TLS
+	if err != nil {
+		return nil, err
+	}
+	sc.HeartbeatPeriod = cfg.HeartbeatPeriod
+	sc.ReadTimeout = cfg.ReadTimeout
+	sc.DisableRetrySync = true
+	sc.MaxReconnectAttempts = 1
+	sc.RenderJSONAsMySQLText = true
+	sc.Logger = slog.New(zapHandler{log.Named("go-mysql")})
+	return replication.NewBinlogSyncer(sc), nil
 }

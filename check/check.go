@@ -125,6 +125,7 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 	} else {
 		defer srv.Close()
 		r.ok("source", "connected to %s as %q (%s %s, server_id %d)", src.Addr, src.User, srv.Flavor(), srv.Version(), srv.ServerID())
+		checkSourceTLS(ctx, src, r)
 		warned := r.warned
 		if err := srv.Check(ctx); err != nil {
 			for _, e := range split(err) {
@@ -142,6 +143,8 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 		}
 	}
 
+	checkSecrets(cfg, r)
+	checkKafkaSecurity(ctx, cfg, r)
 	parts := checkTopics(ctx, cfg, r)
 
 	store := checkpoint.NewStore(cfg.Checkpoint)
@@ -157,6 +160,14 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 		r.warn("redis", "%s reachable, persistent by RDB snapshots only (appendonly no): a Redis crash loses the checkpoint writes since the last snapshot; the publisher then resumes from an older position and publishes more duplicates (nothing is lost); set appendonly yes", cfg.Checkpoint.Addr)
 	default:
 		r.ok("redis", "%s reachable and persistent (appendonly yes)", cfg.Checkpoint.Addr)
+	}
+	switch state, err := store.TLSState(ctx); {
+	case err != nil:
+		r.fail("redis", "TLS: %v", err)
+	case state == "":
+		r.warn("redis", "plaintext connection (checkpoint.tls.enabled: false): the password and checkpoints cross the network unencrypted")
+	default:
+		r.ok("redis", "TLS: %s", state)
 	}
 	checkCheckpoint(ctx, cfg, store, srv, parts, r)
 }
@@ -188,7 +199,7 @@ func checkTopics(ctx context.Context, cfg config.Config, r *Report) map[string]i
 
 // checkTopic checks that topic exists and returns its partition count.
 func checkTopic(ctx context.Context, cfg config.Config, what, topic string, r *Report) (int, bool) {
-	ids, err := sink.Partitions(ctx, cfg.Kafka.Brokers, topic)
+	ids, err := sink.Partitions(ctx, cfg.Kafka, topic)
 	switch {
 	case errors.Is(err, kafka.UnknownTopicOrPartition) && cfg.Kafka.AllowAutoTopicCreation:
 		r.ok(what, "%s does not exist yet; kafka.allow-auto-topic-creation is on, so the broker creates it with its default partition count at the first record", topic)
@@ -199,7 +210,7 @@ func checkTopic(ctx context.Context, cfg config.Config, what, topic string, r *R
 		r.fail(what, "%s: %v: check kafka.brokers and that the brokers are up", topic, err)
 	default:
 		r.ok(what, "%s exists, %d partitions", topic, len(ids))
-		if max, err := sink.TopicMaxMessageBytes(ctx, cfg.Kafka.Brokers, topic); err != nil {
+		if max, err := sink.TopicMaxMessageBytes(ctx, cfg.Kafka, topic); err != nil {
 			r.warn(what, "%s: cannot read max.message.bytes (%v): kafka.batch-bytes %d not checked against it", topic, err, cfg.Kafka.BatchBytes)
 		} else if cfg.Kafka.BatchBytes > max {
 			r.fail(what, "kafka.batch-bytes %d exceeds %s's max.message.bytes %d: the broker rejects a full partition batch (its records are then resent one at a time, and one larger than %d bytes is poison); lower kafka.batch-bytes to at most %d, or raise the topic's max.message.bytes (and the broker's message.max.bytes)",
@@ -271,4 +282,48 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// checkSourceTLS reports how the SQL connection to the source is protected.
+func checkSourceTLS(ctx context.Context, src binlog.Config, r *Report) {
+	c, err := binlog.Dial(ctx, src, "")
+	if err != nil {
+		r.fail("source", "%v", err)
+		return
+	}
+	defer c.Close()
+	if st := binlog.TLSState(c, src); st != "" {
+		r.ok("source", "TLS (source.ssl-mode %s): %s", cmp.Or(src.SSLMode, binlog.SSLPreferred), st)
+	} else {
+		r.warn("source", "plaintext connection (source.ssl-mode %s): set verify-identity with source.ssl-ca when the network is not trusted", cmp.Or(src.SSLMode, binlog.SSLPreferred))
+	}
+}
+
+// checkKafkaSecurity reports each bootstrap broker's connection: TLS
+// version and verification, SASL mechanism.
+func checkKafkaSecurity(ctx context.Context, cfg config.Config, r *Report) {
+	conns, err := sink.Probe(ctx, cfg.Kafka)
+	if err != nil {
+		r.fail("kafka", "%v", err)
+		return
+	}
+	for _, c := range conns {
+		tlsState := cmp.Or(c.TLS, "plaintext")
+		login := "no SASL login"
+		if c.Mechanism != "" {
+			login = "SASL " + c.Mechanism
+		}
+		if c.TLS == "" || cfg.Kafka.TLS.InsecureSkipVerify {
+			r.warn("kafka", "%s: %s, %s", c.Broker, tlsState, login)
+		} else {
+			r.ok("kafka", "%s: %s, %s", c.Broker, tlsState, login)
+		}
+	}
+}
+
+// checkSecrets warns about secret files readable by others.
+func checkSecrets(cfg config.Config, r *Report) {
+	for _, w := range cfg.SecretWarnings() {
+		r.warn("secrets", "%s", w)
+	}
 }

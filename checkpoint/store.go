@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,7 +53,25 @@ type Config struct {
 	Addr     string `yaml:"addr" env:"ADDR"`
 	Username string `yaml:"username" env:"USERNAME"`
 	Password string `yaml:"password" env:"PASSWORD"`
-	DB       int    `yaml:"db" env:"DB"`
+	// PasswordFile holds the password instead (a Kubernetes Secret), read
+	// at each connection; not with Password.
+	PasswordFile string `yaml:"password-file" env:"PASSWORD_FILE"`
+	DB           int    `yaml:"db" env:"DB"`
+	// TLS to Redis (a tls-port, managed Redis services).
+	TLS secure.TLS `yaml:"tls" envPrefix:"TLS_"`
+	// SentinelMaster: the master name watched by the Sentinels at Addrs
+	// (the client follows failovers); SentinelUsername and
+	// SentinelPassword (or SentinelPasswordFile) log in to the Sentinels.
+	SentinelMaster       string `yaml:"sentinel-master" env:"SENTINEL_MASTER"`
+	SentinelUsername     string `yaml:"sentinel-username" env:"SENTINEL_USERNAME"`
+	SentinelPassword     string `yaml:"sentinel-password" env:"SENTINEL_PASSWORD"`
+	SentinelPasswordFile string `yaml:"sentinel-password-file" env:"SENTINEL_PASSWORD_FILE"`
+	// Cluster: Addrs (or Addr) are Redis Cluster nodes. The checkpoint key
+	// and everything stored beside it share one hash slot (SlotKey).
+	Cluster bool `yaml:"cluster" env:"CLUSTER"`
+	// Addrs: the Sentinels (with SentinelMaster) or Cluster seed nodes;
+	// empty: Addr.
+	Addrs []string `yaml:"addrs" env:"ADDRS"`
 	// Key is the Redis key of this source's checkpoint. Two publishers must
 	// never share a key.
 	Key string `yaml:"key" env:"KEY"`
@@ -89,9 +108,10 @@ func DefaultConfig() Config {
 // Validate checks the configuration and returns all problems joined.
 func (c *Config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil && len(c.Addrs) == 0 {
 		errs = append(errs, fmt.Errorf("checkpoint.addr: %q: want host:port", c.Addr))
 	}
+	c.validateClient(&errs)
 	if c.Key == "" {
 		errs = append(errs, errors.New("checkpoint.key: required, one per source"))
 	}
@@ -115,19 +135,14 @@ func (c *Config) Validate() error {
 
 // Store reads and writes one source's checkpoint.
 type Store struct {
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	key string
 	cfg Config
 }
 
 // NewStore returns a Store for a validated Config. It does not connect yet.
 func NewStore(cfg Config) *Store {
-	rdb := redis.NewClient(&redis.Options{
-		Addr: cfg.Addr, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB,
-		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
-		MaxRetries: 1,
-	})
-	return &Store{rdb: rdb, key: cfg.Key, cfg: cfg}
+	return &Store{rdb: newClient(cfg), key: cfg.Key, cfg: cfg} // client.go
 }
 
 // Key returns the Redis key.
@@ -143,7 +158,7 @@ func (s *Store) Load(ctx context.Context) (*Checkpoint, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: GET %s from %s: %w", s.key, s.cfg.Addr, err)
+		return nil, fmt.Errorf("checkpoint: GET %s from %s: %w", s.key, s.cfg.Addr, s.explain(ctx, err))
 	}
 	return Parse(s.key, b)
 }
@@ -175,7 +190,7 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) error {
 		return err
 	}
 	if err := s.rdb.Set(ctx, s.key, b, 0).Err(); err != nil {
-		return fmt.Errorf("checkpoint: SET %s on %s: %w", s.key, s.cfg.Addr, err)
+		return fmt.Errorf("checkpoint: SET %s on %s: %w", s.key, s.cfg.Addr, s.explain(ctx, err))
 	}
 	return nil
 }
@@ -184,7 +199,7 @@ func (s *Store) Save(ctx context.Context, c Checkpoint) error {
 func (s *Store) Delete(ctx context.Context) (bool, error) {
 	n, err := s.rdb.Del(ctx, s.key).Result()
 	if err != nil {
-		return false, fmt.Errorf("checkpoint: DEL %s on %s: %w", s.key, s.cfg.Addr, err)
+		return false, fmt.Errorf("checkpoint: DEL %s on %s: %w", s.key, s.cfg.Addr, s.explain(ctx, err))
 	}
 	return n > 0, nil
 }
@@ -204,7 +219,7 @@ func (s *Store) Persistent(ctx context.Context) (bool, error) {
 func (s *Store) Persistence(ctx context.Context) (aof, rdb bool, err error) {
 	a, err := s.rdb.ConfigGet(ctx, "appendonly").Result()
 	if err != nil {
-		return false, false, err
+		return false, false, s.explain(ctx, err)
 	}
 	save, err := s.rdb.ConfigGet(ctx, "save").Result()
 	if err != nil {
@@ -224,4 +239,15 @@ func validTopic(t string) bool {
 		}
 	}
 	return true
+}
+
+// Redacted returns a copy safe to print: the passwords masked.
+func (c Config) Redacted() Config {
+	if c.Password != "" {
+		c.Password = "***"
+	}
+	if c.SentinelPassword != "" {
+		c.SentinelPassword = "***"
+	}
+	return c
 }

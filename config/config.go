@@ -18,6 +18,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"gopkg.in/yaml.v3"
@@ -397,4 +398,45 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// secretFiles lists the settings holding a secret file's path, by name.
+func (c *Config) secretFiles() map[string]string {
+	return map[string]string{
+		"source.password-file":              c.Source.PasswordFile,
+		"kafka.sasl.password-file":          c.Kafka.SASL.PasswordFile,
+		"kafka.sasl.token-file":             c.Kafka.SASL.TokenFile,
+		"kafka.sasl.client-secret-file":     c.Kafka.SASL.ClientSecretFile,
+		"checkpoint.password-file":          c.Checkpoint.PasswordFile,
+		"checkpoint.sentinel-password-file": c.Checkpoint.SentinelPasswordFile,
+		"kafka.tls.key-file":                c.Kafka.TLS.KeyFile,
+		"checkpoint.tls.key-file":           c.Checkpoint.TLS.KeyFile,
+		"source.ssl-key":                    c.Source.SSLKey,
+	}
+}
+
+// SecretWarnings returns a warning for each secret file (passwords,
+// tokens, private keys) that its group or others may read (mode &
+// 0o077), sorted; the files' contents are never part of them.
+func (c *Config) SecretWarnings() []string {
+	var out []string
+	for setting, path := range c.secretFiles() {
+		if path == "" {
+			continue
+		}
+		if _, w, err := secure.ReadSecret(path, setting); err == nil && w != "" {
+			out = append(out, w)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Redacted returns a copy safe to print: every password, token and
+// client secret masked (file paths are kept).
+func (c Config) Redacted() Config {
+	c.Source = c.Source.Redacted()
+	c.Kafka = c.Kafka.Redacted()
+	c.Checkpoint = c.Checkpoint.Redacted()
+	return c
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
@@ -72,7 +71,7 @@ type deadLettered struct {
 func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (Summary, error) {
 	sum := Summary{DryRun: o.DryRun}
 	topic := cfg.Kafka.DeadLetterTopic
-	recs, err := verify.NewConsumer(cfg.Kafka.Brokers, topic).Poll(ctx)
+	recs, err := verify.NewConsumer(cfg.Kafka, topic).Poll(ctx)
 	if err != nil {
 		return sum, fmt.Errorf("dead-letter republish: read %s: %w", topic, err)
 	}
@@ -120,7 +119,7 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 	}
 
 	src := cfg.Source
-	conn, err := client.ConnectWithContext(ctx, src.Addr, src.User, src.Password, src.Schema, 10*time.Second)
+	conn, err := binlog.Dial(ctx, src, src.Schema)
 	if err != nil {
 		return sum, fmt.Errorf("dead-letter republish: connect to %s: %w", src.Addr, err)
 	}

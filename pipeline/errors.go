@@ -46,7 +46,8 @@ func backfillError(format string, a ...any) error {
 // start the decision refused.
 func IsFatal(err error) bool {
 	return binlog.IsFatal(err) || sink.IsFatal(err) || errors.Is(err, router.ErrTopic) ||
-		errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, ErrPartitionsChanged) || errors.Is(err, ErrRecover) ||
+		errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrAuth) || errors.Is(err, checkpoint.ErrTLS) ||
+		errors.Is(err, ErrPartitionsChanged) || errors.Is(err, ErrRecover) ||
 		errors.Is(err, ErrTopicMissing) || errors.Is(err, ErrBackfill) || errors.Is(err, sink.ErrMirror)
 }
 

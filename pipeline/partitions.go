@@ -7,22 +7,21 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/segmentio/kafka-go"
 )
 
 // PartitionCounts returns the partition count of each existing topic of
 // topics, read with sink.Partitions (never creating a topic). Missing topics
-// are left out.
-func PartitionCounts(ctx context.Context, brokers []string, topics []string) (map[string]int, error) {
+// are left out. kcfg gives the brokers and their TLS and SASL settings.
+func PartitionCounts(ctx context.Context, kcfg sink.Config, topics []string) (map[string]int, error) {
 	out := make(map[string]int, len(topics))
 	for _, t := range topics {
-		ids, err := sink.Partitions(ctx, brokers, t)
+		ids, err := sink.Partitions(ctx, kcfg, t)
 		if errors.Is(err, kafka.UnknownTopicOrPartition) {
 			continue
 		}
@@ -81,7 +80,7 @@ func RoutedTopics(ctx context.Context, cfg config.Config) ([]string, error) {
 		return []string{cfg.Router.Topic}, nil
 	}
 	src := cfg.Source
-	conn, err := client.ConnectWithContext(ctx, src.Addr, src.User, src.Password, "", 10*time.Second)
+	conn, err := binlog.Dial(ctx, src, "")
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", src.Addr, err)
 	}

@@ -139,6 +139,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
 		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr),
 		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover))
+	// security.go, tls.go, client.go: what protects each connection.
+	p.log.Info("security", zap.String("source_ssl_mode", cmp.Or(src.SSLMode, binlog.SSLPreferred)),
+		zap.Bool("kafka_tls", cfg.Kafka.TLS.Enabled), zap.String("kafka_sasl", cfg.Kafka.SASL.Mechanism), zap.Bool("redis_tls", cfg.Checkpoint.TLS.Enabled))
+	if cfg.Kafka.TLS.InsecureSkipVerify || cfg.Checkpoint.TLS.InsecureSkipVerify {
+		p.log.Warn("TLS certificate verification is OFF (insecure-skip-verify): the servers are not authenticated and a man in the middle can read and change everything; use it for tests only",
+			zap.Bool("kafka", cfg.Kafka.TLS.InsecureSkipVerify), zap.Bool("redis", cfg.Checkpoint.TLS.InsecureSkipVerify))
+	}
+	for _, w := range cfg.SecretWarnings() {
+		p.log.Warn("secret file readable by others", zap.String("detail", w))
+	}
 	defer func() {
 		if p.deadLettered > 0 {
 			p.log.Warn("poison records were sent to the dead-letter topic; see docs/poison.md to republish them",
@@ -364,7 +374,7 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 		f.Mirror, f.MirrorTopic = mcp, p.mirror.Topic()
 	}
 	if NeedsHeads(f) {
-		heads, err := sink.NewestHeaders(ctx, cfg.Kafka.Brokers, f.Topic)
+		heads, err := sink.NewestHeaders(ctx, cfg.Kafka, f.Topic)
 		if err != nil {
 			return binlog.Position{}, err
 		}
@@ -485,7 +495,7 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 			}
 		}
 	}
-	now, err := PartitionCounts(ctx, p.cfg.Kafka.Brokers, topics)
+	now, err := PartitionCounts(ctx, p.cfg.Kafka, topics)
 	if err != nil {
 		return err
 	}

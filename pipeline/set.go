@@ -82,7 +82,7 @@ func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, forc
 	if err != nil {
 		return res, err
 	}
-	parts, err := PartitionCounts(ctx, cfg.Kafka.Brokers, topics)
+	parts, err := PartitionCounts(ctx, cfg.Kafka, topics)
 	if err != nil {
 		return res, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/snapshot"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -198,7 +197,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 		return sum, nil
 	}
 
-	del, err := client.ConnectWithContext(ctx, cfg.Source.Addr, cfg.Source.User, cfg.Source.Password, cfg.Source.Schema, 10*time.Second)
+	del, err := binlog.Dial(ctx, cfg.Source, cfg.Source.Schema)
 	if err != nil {
 		return sum, fmt.Errorf("prune: connect to %s: %w", cfg.Source.Addr, err)
 	}

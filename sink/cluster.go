@@ -56,6 +56,7 @@ type cluster struct {
 	dialTimeout time.Duration
 	allowAuto   bool // kafka.allow-auto-topic-creation
 	log         *zap.Logger
+	sec         *Security // kafka.tls, kafka.sasl (security.go); nil: plaintext
 
 	brokers map[int32]string // advertised, by node id
 	conns   map[int32]*brokerConn
@@ -123,7 +124,7 @@ func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (prot
 				c.meta.close()
 				c.meta = nil
 			}
-			bc, err := dialBroker(ctx, addr, c.dialTimeout)
+			bc, err := dialBroker(ctx, addr, c.dialTimeout, c.sec)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -215,7 +216,7 @@ func (c *cluster) produce(ctx context.Context, leader int32, req *rawproduce.Req
 			return nil, fmt.Errorf("broker %d: %w", leader, kafka.LeaderNotAvailable)
 		}
 		var err error
-		if bc, err = dialBroker(ctx, addr, c.dialTimeout); err != nil {
+		if bc, err = dialBroker(ctx, addr, c.dialTimeout, c.sec); err != nil {
 			c.stale()
 			return nil, err
 		}

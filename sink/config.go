@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/router"
 )
 
@@ -48,6 +49,10 @@ type Config struct {
 	// DeadLetterTopic receives the dead-letter records under PolicyDeadLetter.
 	// Create it like the other topics; it must differ from router.topic.
 	DeadLetterTopic string `yaml:"dead-letter-topic" env:"DEAD_LETTER_TOPIC"`
+	// TLS and SASL secure every Kafka connection of every command
+	// (security.go): producer, metadata and the partition readers.
+	TLS  secure.TLS `yaml:"tls" envPrefix:"TLS_"`
+	SASL SASL       `yaml:"sasl" envPrefix:"SASL_"`
 }
 
 // Poison policies accepted in Config.OnPoison.
@@ -123,5 +128,19 @@ func (c *Config) Validate() error {
 	} else if err := router.ValidTopic(c.DeadLetterTopic); err != nil {
 		bad("dead-letter-topic", "%q: %v", c.DeadLetterTopic, err)
 	}
+	c.validateSecurity(bad, &errs)
 	return errors.Join(errs...)
+}
+
+// Redacted returns a copy safe to print: passwords and client secrets
+// masked (the *-file settings, paths, are kept).
+func (c Config) Redacted() Config {
+	mask := func(s *string) {
+		if *s != "" {
+			*s = "***"
+		}
+	}
+	mask(&c.SASL.Password)
+	mask(&c.SASL.ClientSecret)
+	return c
 }

@@ -67,12 +67,21 @@ const maxQueued = 32
 // dialBroker connects to addr and negotiates the API versions
 // (ApiVersions v0), the whole within timeout: a broker that accepts the
 // TCP connection but does not answer (paused, overloaded) costs at most
-// timeout before the caller moves on to another broker.
-func dialBroker(ctx context.Context, addr string, timeout time.Duration) (*brokerConn, error) {
+// timeout before the caller moves on to another broker. With sec, the
+// connection is TLS and/or logs in with SASL (security.go), within the
+// same timeout; failures no retry fixes are *SecurityError.
+func dialBroker(ctx context.Context, addr string, timeout time.Duration, sec *Security) (*brokerConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	bc, err := dialBrokerConn(ctx, addr, sec)
+	if err != nil && sec != nil {
+		return nil, sec.explain(ctx, addr, err)
+	}
+	return bc, err
+}
+
+func dialBrokerConn(ctx context.Context, addr string, sec *Security) (*brokerConn, error) {
+	nc, err := sec.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +104,10 @@ func dialBroker(ctx context.Context, addr string, timeout time.Duration) (*broke
 	if av.ErrorCode != 0 {
 		nc.Close()
 		return nil, fmt.Errorf("api versions from %s: error code %d", addr, av.ErrorCode)
+	}
+	if err := sec.authenticate(&rw, av); err != nil {
+		nc.Close()
+		return nil, err
 	}
 	_ = nc.SetDeadline(time.Time{})
 	versions := map[protocol.ApiKey]int16{}

@@ -52,6 +52,7 @@ var mirrorConfigs = []createtopics.RequestConfig{
 // operation, or set checkpoint.mirror-topic to "".
 func (m *Mirror) Ensure(ctx context.Context) (created bool, err error) {
 	cl := newCluster(m.cfg.Brokers, m.cfg.DialTimeout, false, nil)
+	cl.sec = NewSecurity(m.cfg)
 	defer cl.close()
 	_, err = clusterPartitions(ctx, cl, m.cfg.Brokers, m.topic)
 	if err == nil {
@@ -94,29 +95,31 @@ func (m *Mirror) Close() error { return m.prod.Close() }
 // found is false when there is none, or the newest is a tombstone. A
 // missing topic holds none.
 func (m *Mirror) Load(ctx context.Context, key string) (value []byte, found bool, err error) {
-	return LatestByKey(ctx, m.cfg.Brokers, m.topic, []byte(key))
+	return LatestByKey(ctx, m.cfg, m.topic, []byte(key))
 }
 
 // LatestByKey reads every partition of topic from its first offset to its
 // end at the time of the call and returns the value of key's newest
 // record (a compacted topic's current value); found is false when there
 // is none or it is a tombstone.
-func LatestByKey(ctx context.Context, brokers []string, topic string, key []byte) ([]byte, bool, error) {
+func LatestByKey(ctx context.Context, cfg Config, topic string, key []byte) ([]byte, bool, error) {
 	type res struct {
 		v     []byte
 		found bool
 	}
 	r, err := retryLeader(ctx, func() (res, error) {
-		v, found, err := latestByKey(ctx, brokers, topic, key)
+		v, found, err := latestByKey(ctx, cfg, topic, key)
 		return res{v, found}, err
 	})
 	return r.v, r.found, err
 }
 
-func latestByKey(ctx context.Context, brokers []string, topic string, key []byte) (value []byte, found bool, err error) {
-	cl := newCluster(brokers, startupDialTimeout, false, nil)
+func latestByKey(ctx context.Context, cfg Config, topic string, key []byte) (value []byte, found bool, err error) {
+	sec := NewSecurity(cfg)
+	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl.sec = sec
 	defer cl.close()
-	meta, err := clusterPartitions(ctx, cl, brokers, topic)
+	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		return nil, false, nil
 	}
@@ -128,7 +131,7 @@ func latestByKey(ctx context.Context, brokers []string, topic string, key []byte
 		if !ok {
 			return nil, false, fmt.Errorf("sink: read %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
 		}
-		v, ok, err := latestInPartition(ctx, addr, topic, int(p.PartitionIndex), key)
+		v, ok, err := latestInPartition(ctx, sec, addr, topic, int(p.PartitionIndex), key)
 		if err != nil {
 			return nil, false, fmt.Errorf("sink: read %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
 		}
@@ -141,8 +144,8 @@ func latestByKey(ctx context.Context, brokers []string, topic string, key []byte
 
 // latestInPartition scans one partition; seen reports a record of key
 // (value nil: a tombstone).
-func latestInPartition(ctx context.Context, leader, topic string, partition int, key []byte) (value []byte, seen bool, err error) {
-	d := &kafka.Dialer{Timeout: startupDialTimeout}
+func latestInPartition(ctx context.Context, sec *Security, leader, topic string, partition int, key []byte) (value []byte, seen bool, err error) {
+	d := sec.dialer(startupDialTimeout)
 	host, port, _ := net.SplitHostPort(leader)
 	pn, _ := strconv.Atoi(port)
 	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})

@@ -126,7 +126,9 @@ const MaxInFlight = 5
 // NewProducer returns a Producer for a validated Config. balancer must be
 // the partitioner every producer of these topics uses (router.Balancer()).
 func NewProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger) *Producer {
-	return newProducer(cfg, balancer, log, newCluster(cfg.Brokers, cfg.DialTimeout, cfg.AllowAutoTopicCreation, log))
+	cl := newCluster(cfg.Brokers, cfg.DialTimeout, cfg.AllowAutoTopicCreation, log)
+	cl.sec = NewSecurity(cfg) // security.go: kafka.tls, kafka.sasl
+	return newProducer(cfg, balancer, log, cl)
 }
 
 func newProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger, tr transport) *Producer {

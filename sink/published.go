@@ -23,8 +23,8 @@ const HeaderTxnEnd = "binlog_txn_end"
 // Published returns, for each partition of topic holding records, the
 // binlog_txn_end header of its newest record: evidence that a publisher
 // already wrote to the topic, and how far. A missing topic gives none.
-func Published(ctx context.Context, brokers []string, topic string) ([]string, error) {
-	heads, err := PublishedPartitions(ctx, brokers, topic)
+func Published(ctx context.Context, cfg Config, topic string) ([]string, error) {
+	heads, err := PublishedPartitions(ctx, cfg, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +43,8 @@ func Published(ctx context.Context, brokers []string, topic string) ([]string, e
 // PublishedPartitions is Published keyed by partition id: for each
 // partition whose newest record carries a binlog_txn_end header, that
 // header's value. A missing topic gives an empty map.
-func PublishedPartitions(ctx context.Context, brokers []string, topic string) (map[int]string, error) {
-	heads, err := NewestHeaders(ctx, brokers, topic)
+func PublishedPartitions(ctx context.Context, cfg Config, topic string) (map[int]string, error) {
+	heads, err := NewestHeaders(ctx, cfg, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -59,9 +59,10 @@ func PublishedPartitions(ctx context.Context, brokers []string, topic string) (m
 
 // NewestHeaders returns, for each partition of topic holding records, the
 // headers of its newest record (the last value of a repeated key), read
-// from the partition's leader. A missing topic gives an empty map.
-func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int]map[string]string, error) {
-	return retryLeader(ctx, func() (map[int]map[string]string, error) { return newestHeaders(ctx, brokers, topic) })
+// from the partition's leader. A missing topic gives an empty map. The
+// connections use cfg's brokers, TLS and SASL settings.
+func NewestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
+	return retryLeader(ctx, func() (map[int]map[string]string, error) { return newestHeaders(ctx, cfg, topic) })
 }
 
 // retryLeader retries f while it fails because a partition's leadership
@@ -81,10 +82,11 @@ func retryLeader[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	}
 }
 
-func newestHeaders(ctx context.Context, brokers []string, topic string) (map[int]map[string]string, error) {
-	cl := newCluster(brokers, startupDialTimeout, false, nil)
+func newestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
+	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl.sec = NewSecurity(cfg)
 	defer cl.close()
-	meta, err := clusterPartitions(ctx, cl, brokers, topic)
+	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		return map[int]map[string]string{}, nil
 	}
@@ -97,7 +99,7 @@ func newestHeaders(ctx context.Context, brokers []string, topic string) (map[int
 		if !ok {
 			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
 		}
-		h, err := newest(ctx, addr, topic, int(p.PartitionIndex))
+		h, err := newest(ctx, cl.sec, addr, topic, int(p.PartitionIndex))
 		if err != nil {
 			return nil, fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
 		}
@@ -117,11 +119,14 @@ const startupDialTimeout = 2 * time.Second
 // Conn.ReadPartitions, whose old metadata version makes a broker with
 // auto.create.topics.enable create it), asked of each broker in turn
 // until one answers (each dial and handshake bounded by 2 s). A missing
-// topic gives an error matching kafka.UnknownTopicOrPartition.
-func Partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
-	cl := newCluster(brokers, startupDialTimeout, false, nil)
+// topic gives an error matching kafka.UnknownTopicOrPartition. The
+// connections use cfg's brokers, TLS and SASL settings; a failure no
+// retry fixes wraps a *SecurityError.
+func Partitions(ctx context.Context, cfg Config, topic string) ([]int, error) {
+	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl.sec = NewSecurity(cfg)
 	defer cl.close()
-	meta, err := clusterPartitions(ctx, cl, brokers, topic)
+	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +140,15 @@ func Partitions(ctx context.Context, brokers []string, topic string) ([]int, err
 
 func clusterPartitions(ctx context.Context, cl *cluster, brokers []string, topic string) (*metadataAPI.ResponseTopic, error) {
 	meta, err := cl.metadata(ctx, topic, true)
+	if err != nil {
+		// A listener that wants TLS or a login it did not get may
+		// accept the connection and drop the first request.
+		err = cl.sec.explain(ctx, brokers[0], err)
+	}
 	var ke kafka.Error
 	switch {
+	case errors.Is(err, ErrSecurity):
+		return nil, &MetadataError{Topic: topic, Brokers: brokers, Err: err}
 	case errors.As(err, &ke):
 		return nil, fmt.Errorf("sink: topic %s: %w", topic, ke)
 	case err != nil:
@@ -147,8 +159,8 @@ func clusterPartitions(ctx context.Context, cl *cluster, brokers []string, topic
 
 // newest returns the headers of the partition's newest record, read from
 // its leader; nil when it holds none.
-func newest(ctx context.Context, leader, topic string, partition int) (map[string]string, error) {
-	d := &kafka.Dialer{Timeout: startupDialTimeout}
+func newest(ctx context.Context, sec *Security, leader, topic string, partition int) (map[string]string, error) {
+	d := sec.dialer(startupDialTimeout)
 	host, port, _ := net.SplitHostPort(leader)
 	pn, _ := strconv.Atoi(port)
 	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
@@ -187,8 +199,10 @@ func newest(ctx context.Context, leader, topic string, partition int) (map[strin
 // TopicMaxMessageBytes returns topic's max.message.bytes (the largest
 // record batch its partitions accept; the broker's message.max.bytes
 // unless the topic overrides it), read with DescribeConfigs.
-func TopicMaxMessageBytes(ctx context.Context, brokers []string, topic string) (int64, error) {
+func TopicMaxMessageBytes(ctx context.Context, cfg Config, topic string) (int64, error) {
+	brokers := cfg.Brokers
 	cl := newCluster(brokers, startupDialTimeout, false, nil)
+	cl.sec = NewSecurity(cfg)
 	defer cl.close()
 	res, err := cl.metaRoundTrip(ctx, &describeconfigs.Request{Resources: []describeconfigs.RequestResource{{
 		ResourceType: 2, ResourceName: topic, ConfigNames: []string{"max.message.bytes"}}}}) // 2: TOPIC

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/router"
@@ -539,11 +540,15 @@ func IsFatal(err error) bool {
 	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrPartitionCount) {
 		return true
 	}
+	// TLS and SASL (security.go): a handshake or login no retry fixes.
+	if errors.Is(err, ErrSecurity) || secure.IsTLSFailure(err) {
+		return true
+	}
 	var ke kafka.Error
 	if errors.As(err, &ke) {
 		switch ke {
 		case kafka.InvalidTopic, kafka.TopicAuthorizationFailed, kafka.ClusterAuthorizationFailed,
-			kafka.SASLAuthenticationFailed, kafka.UnsupportedVersion:
+			kafka.SASLAuthenticationFailed, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState, kafka.UnsupportedVersion:
 			return true
 		}
 	}

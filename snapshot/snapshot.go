@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/go-mysql-org/go-mysql/client"
@@ -46,7 +45,7 @@ type Snapshot struct {
 // transaction committed before that position is visible in the snapshot,
 // none after it).
 func Open(ctx context.Context, cfg binlog.Config, where string) (*Snapshot, error) {
-	conn, err := client.ConnectWithContext(ctx, cfg.Addr, cfg.User, cfg.Password, cfg.Schema, 10*time.Second)
+	conn, err := binlog.Dial(ctx, cfg, cfg.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("backfill: connect to %s: %w", cfg.Addr, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/go-mysql-org/go-mysql/client"
@@ -32,7 +33,7 @@ type Options struct {
 // re-checked until they arrive or Wait passes.
 func Run(ctx context.Context, cfg config.Config, o Options) (AuditReport, error) {
 	src := cfg.Source
-	conn, err := client.ConnectWithContext(ctx, src.Addr, src.User, src.Password, src.Schema, 10*time.Second)
+	conn, err := binlog.Dial(ctx, src, src.Schema)
 	if err != nil {
 		return AuditReport{}, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
 	}
@@ -64,7 +65,7 @@ func Run(ctx context.Context, cfg config.Config, o Options) (AuditReport, error)
 	audit := NewAudit(lo, hi)
 	consumers := make([]*Consumer, len(topics))
 	for i, t := range topics {
-		consumers[i] = NewConsumer(cfg.Kafka.Brokers, t)
+		consumers[i] = NewConsumer(cfg.Kafka, t)
 	}
 	deadline := time.Now().Add(o.Wait)
 	var read int64

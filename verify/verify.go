@@ -28,14 +28,15 @@ type Record struct {
 // Consumer reads every partition of a topic from the beginning, remembering
 // where it stopped so that Poll returns only new records.
 type Consumer struct {
-	brokers []string
-	topic   string
-	next    map[int]int64
+	cfg   sink.Config
+	topic string
+	next  map[int]int64
 }
 
-// NewConsumer returns a Consumer of topic.
-func NewConsumer(brokers []string, topic string) *Consumer {
-	return &Consumer{brokers: brokers, topic: topic, next: map[int]int64{}}
+// NewConsumer returns a Consumer of topic on the brokers of cfg, with
+// its TLS and SASL settings.
+func NewConsumer(cfg sink.Config, topic string) *Consumer {
+	return &Consumer{cfg: cfg, topic: topic, next: map[int]int64{}}
 }
 
 // Poll reads each partition from where the last Poll stopped up to its
@@ -53,7 +54,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 // Each is Poll without collecting: it calls fn for each record, in
 // partition, then offset, order, holding one fetch batch in memory.
 func (c *Consumer) Each(ctx context.Context, fn func(Record) error) error {
-	parts, err := sink.Partitions(ctx, c.brokers, c.topic)
+	parts, err := sink.Partitions(ctx, c.cfg, c.topic)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
@@ -69,7 +70,7 @@ func (c *Consumer) Each(ctx context.Context, fn func(Record) error) error {
 func (c *Consumer) Seek(partition int, offset int64) { c.next[partition] = offset }
 
 func (c *Consumer) readPartition(ctx context.Context, partition int, fn func(Record) error) error {
-	conn, err := kafka.DialLeader(ctx, "tcp", c.brokers[0], c.topic, partition)
+	conn, err := sink.DialLeader(ctx, c.cfg, c.topic, partition)
 	if err != nil {
 		return err
 	}

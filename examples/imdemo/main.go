@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -106,7 +107,7 @@ func watch(args []string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	cons := verify.NewConsumer(brokers, *topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, *topic)
 	var all []verify.Record
 	var p *plan
 	lastSeq := map[string]int64{}

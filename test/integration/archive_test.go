@@ -17,6 +17,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/redis/go-redis/v9"
 )
@@ -125,13 +126,13 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 	}
 	id := replayID(t, rr)
 	chk := verify.NewChecker(ab)
-	cons := verify.NewConsumer(brokers, topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, topic)
 	rep := consumeTopic(t, chk, cons, time.Minute)
 	requireOK(t, rep)
 	if rep.Duplicates != 0 || rep.Records != a.Total+b.Total {
 		t.Fatalf("replay topic: %d records, %d duplicates; want %d, 0", rep.Records, rep.Duplicates, a.Total+b.Total)
 	}
-	for _, rec := range mustPoll(t, verify.NewConsumer(brokers, topic)) {
+	for _, rec := range mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, topic)) {
 		if rec.Headers[router.HeaderReplayed] != "true" || rec.Headers[router.HeaderReplayID] != id {
 			t.Fatalf("record %s: replayed=%q replay_id=%q", rec.EventID, rec.Headers[router.HeaderReplayed], rec.Headers[router.HeaderReplayID])
 		}
@@ -160,7 +161,7 @@ func TestArchiveReplayAndCatchUp(t *testing.T) {
 	for k, v := range cc.Last {
 		all[k] = v
 	}
-	rep = e.consume(verify.NewChecker(all), verify.NewConsumer(brokers, e.topic), time.Minute)
+	rep = e.consume(verify.NewChecker(all), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute)
 	requireOK(t, rep)
 	// No crash happened: nothing may be published twice (the archive's
 	// last transaction and the server's first are not both sent).

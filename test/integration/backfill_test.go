@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -75,7 +76,7 @@ func (e *env) idsAfter(after uint64) []uint64 {
 // 2 s more, to catch duplicates) or timeout.
 func (e *env) readTopic(want int, timeout time.Duration) []verify.Record {
 	e.t.Helper()
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var recs []verify.Record

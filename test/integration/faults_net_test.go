@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -246,7 +247,7 @@ func (e *env) consumeFrom(addrs []string, c *verify.Checker, timeout time.Durati
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cons := verify.NewConsumer(addrs, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: addrs}, e.topic)
 	for {
 		recs, err := cons.Poll(ctx)
 		if err != nil && ctx.Err() == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/segmentio/kafka-go"
 )
@@ -196,7 +197,7 @@ func (pr *producer) wait(t *testing.T) {
 func (e *env) waitPublished(plan *workload.Plan, n int, timeout time.Duration) {
 	e.t.Helper()
 	chk := verify.NewChecker(plan.Last)
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		recs, _ := cons.Poll(context.Background())
@@ -217,7 +218,7 @@ func (e *env) requireDuplicatesAfter(cp *checkpoint.Checkpoint) {
 	if cp == nil {
 		e.t.Fatal("no checkpoint before the kill")
 	}
-	recs, err := verify.NewConsumer(brokers, e.topic).Poll(context.Background())
+	recs, err := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic).Poll(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func (e *env) requireDuplicatesAfter(cp *checkpoint.Checkpoint) {
 func (e *env) finish(fault string, pr *producer, recovery time.Duration) verify.Report {
 	e.t.Helper()
 	pr.wait(e.t)
-	rep := e.consume(verify.NewChecker(pr.plan.Last), verify.NewConsumer(brokers, e.topic), 3*time.Minute)
+	rep := e.consume(verify.NewChecker(pr.plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 3*time.Minute)
 	record(fault, pr.plan.Total, rep, recovery)
 	requireOK(e.t, rep)
 	return rep
@@ -286,7 +287,7 @@ func TestFaultKillMidTransaction(t *testing.T) {
 			p := e.start()
 			plan := workload.Generate(uint64(200+i), 0, 100, 5000*pick(6, 10), 5000, 5000, 100)
 			pr := e.produceBackground(plan, 10000)
-			cons := verify.NewConsumer(brokers, e.topic)
+			cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 			perTxn := map[string]int{}
 			partial := func() bool {
 				recs, _ := cons.Poll(context.Background())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -50,7 +51,7 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 
 	// Watch the checkpoint while the transaction is published; kill the
 	// publisher once part of it is out.
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	seen := 0
 	for deadline := time.Now().Add(2 * time.Minute); seen < 60000; {
 		if time.Now().After(deadline) {
@@ -72,7 +73,7 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 		t.Fatalf("checkpoint %d inside the transaction (%d, %d)", cp.Pos, startPos, endPos)
 	}
 	p = e.start()
-	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), 5*time.Minute)
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 5*time.Minute)
 	requireOK(t, rep)
 	t.Logf("after SIGKILL inside the transaction: %s", rep.String())
 	rss = peakRSS(t, p.cmd.Process.Pid)
@@ -105,7 +106,7 @@ func TestSixteenMegabytePayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	chk := verify.NewChecker(map[int64]int64{5: 1})
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	var recs []verify.Record
 	for deadline := time.Now().Add(time.Minute); len(recs) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		recs = append(recs, mustPoll(t, cons)...)

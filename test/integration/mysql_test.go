@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/go-mysql-org/go-mysql/client"
 )
@@ -68,7 +69,7 @@ func (e *env) killAndResume(p *publisher, w *workload.Writer, plan *workload.Pla
 	if err := <-done; err != nil {
 		e.t.Fatal(err)
 	}
-	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(e.t, rep)
 	return rep, p
 }
@@ -153,7 +154,7 @@ func TestMySQLTaggedGTID(t *testing.T) {
 	for k, v := range more.Last {
 		plan.Last[k] = v
 	}
-	rep = e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep = e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
 }
 
@@ -196,13 +197,13 @@ func TestMySQLPartialJSON(t *testing.T) {
 	if types["Update_rows_partial"] == 0 {
 		t.Fatalf("no Update_rows_partial event logged (event types %v): PARTIAL_JSON did not take effect", types)
 	}
-	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
 	if rep.Records != plan.Total || rep.Duplicates != 0 {
 		t.Fatalf("%d records, %d duplicates; want %d, 0 (updates published?)", rep.Records, rep.Duplicates, plan.Total)
 	}
 	// payloads as inserted (JSON-equal: the partial updates came later)
-	for _, r := range mustPoll(t, verify.NewConsumer(brokers, e.topic)) {
+	for _, r := range mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)) {
 		var conv int64
 		fmt.Sscan(r.Key, &conv)
 		jsonEqual(t, r.Value, workload.Payload(conv, r.SeqNo, 150))
@@ -284,9 +285,9 @@ func TestMySQLInvisibleColumns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
-	for _, rec := range mustPoll(t, verify.NewConsumer(brokers, e.topic)) {
+	for _, rec := range mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)) {
 		var conv int64
 		fmt.Sscan(rec.Key, &conv)
 		if rec.Headers["message_id"] != fmt.Sprint(conv*1_000_000+rec.SeqNo) || rec.Headers["event_type"] != "message.created" {
@@ -335,7 +336,7 @@ func TestXATransactions(t *testing.T) {
 			c.Close()
 		}
 	})
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	seen := map[string]int{}
 	// waitKey polls until conversation key has a record, then checks
 	// that none of absent has one.

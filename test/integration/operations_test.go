@@ -69,7 +69,7 @@ func (e *env) publishSome(seed uint64) *workload.Plan {
 	if err := produce(e.writer(), plan); err != nil {
 		e.t.Fatal(err)
 	}
-	requireOK(e.t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	requireOK(e.t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 	if code := p.stop(e.t, 30*time.Second); code != 0 {
 		e.t.Fatalf("exit code %d after SIGTERM", code)
 	}
@@ -194,7 +194,7 @@ func TestCheckCommand(t *testing.T) {
 		t.Fatalf("check with missing topics: exit %d, want 1 with FAIL lines", code)
 	}
 	// check never creates a topic.
-	if _, err := sink.Partitions(context.Background(), brokers, missing); err == nil {
+	if _, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, missing); err == nil {
 		t.Fatalf("check created %s", missing)
 	}
 	// A batch larger than the topic accepts fails check, naming both.
@@ -218,7 +218,7 @@ func alterPartitions(t *testing.T, topic string, n int) {
 		t.Fatalf("kafka-topics --alter: %v\n%s", err, out)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		ids, err := sink.Partitions(context.Background(), brokers, topic)
+		ids, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, topic)
 		if err == nil && len(ids) == n {
 			return
 		}
@@ -300,7 +300,7 @@ func TestRecoverCheckpoint(t *testing.T) {
 	for k, v := range more.Last {
 		plan.Last[k] = v
 	}
-	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -474,7 +474,7 @@ func TestPartitionIncreaseWhileRunning(t *testing.T) {
 	if err := produce(e.writer(), plan); err != nil {
 		t.Fatal(err)
 	}
-	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 	alterPartitions(t, e.topic, partitions+2)
 	// Keep writing: the publisher sees the new count within its metadata
 	// refresh (2 s); rounds before that still go out with the old count.
@@ -569,7 +569,7 @@ func TestTemplateTopicPartitionsStored(t *testing.T) {
 	if err := produce(e.writer(), plan); err != nil {
 		t.Fatal(err)
 	}
-	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, topic), time.Minute))
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, topic), time.Minute))
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}

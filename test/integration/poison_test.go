@@ -75,7 +75,7 @@ func createTopic(t *testing.T, topic string, parts int) {
 	// Wait until the topic's metadata is visible, so that readers do not
 	// see it as unknown.
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		ids, err := sink.Partitions(context.Background(), brokers, topic)
+		ids, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, topic)
 		if err == nil && len(ids) == parts {
 			return
 		}
@@ -227,7 +227,7 @@ func TestPoisonFailOversize(t *testing.T) {
 	}
 
 	// Published: A only.
-	recs := mustPoll(t, verify.NewConsumer(brokers, e.topic)) // the publisher has exited
+	recs := mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)) // the publisher has exited
 	got := map[string]bool{}
 	for _, r := range recs {
 		got[r.EventID] = true
@@ -306,11 +306,11 @@ func TestPoisonDeadLetter(t *testing.T) {
 		}
 	}
 	ids := e.eventIDs()
-	recs := pollUntil(t, verify.NewConsumer(brokers, e.topic), 7, time.Minute)
+	recs := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 7, time.Minute)
 	if got, want := perConversation(t, recs), map[string]string{"1": "1,3,4", "2": "1,3", "3": "1,3"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("published %v, want %v", got, want)
 	}
-	dead := pollUntil(t, verify.NewConsumer(brokers, dlq), 3, 30*time.Second)
+	dead := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, dlq), 3, 30*time.Second)
 	if len(dead) != 3 {
 		t.Fatalf("%d dead letters, want 3", len(dead))
 	}
@@ -347,7 +347,7 @@ func TestPoisonDeadLetter(t *testing.T) {
 	if err := w.Txn([]workload.Row{poisonRow(1, 5, "", 100)}, false); err != nil {
 		t.Fatal(err)
 	}
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	recs = pollUntil(t, cons, 8, 30*time.Second)
 	if got := perConversation(t, recs)["1"]; got != "1,3,4,5" {
 		t.Fatalf("conversation 1 after the poison records: %s", got)
@@ -381,10 +381,10 @@ func TestDeadLetterRepublish(t *testing.T) {
 		}
 	}
 	ids := e.eventIDs()
-	if n := len(pollUntil(t, verify.NewConsumer(brokers, dlq), 2, time.Minute)); n != 2 {
+	if n := len(pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, dlq), 2, time.Minute)); n != 2 {
 		t.Fatalf("%d dead letters, want 2", n)
 	}
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	if n := len(pollUntil(t, cons, 2, time.Minute)); n != 2 {
 		t.Fatalf("%d records, want 2", n)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,14 +42,14 @@ func TestExactlyOnceInOrderNoFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	chk := verify.NewChecker(plan.Last)
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	rep := e.consume(chk, cons, 3*time.Minute)
 	requireOK(t, rep)
 	if rep.Duplicates != 0 || rep.Unique != 20000 || rep.Records != 20000 {
 		t.Fatalf("want exactly 20000 records, no duplicates: %s", rep.String())
 	}
 	// Key → partition agrees with the Java client's murmur2 partitioner.
-	again := verify.NewConsumer(brokers, e.topic)
+	again := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	recs, err := again.Poll(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestRolledBackTransactionPublishesNothing(t *testing.T) {
 	// Conversation 1 seq 2 was committed after the rollback: once it is
 	// here, anything of the rolled-back transaction would be too.
 	chk := verify.NewChecker(map[int64]int64{1: 2})
-	rep := e.consume(chk, verify.NewConsumer(brokers, e.topic), time.Minute)
+	rep := e.consume(chk, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute)
 	requireOK(t, rep)
 	if rep.Records != 2 {
 		t.Fatalf("want 2 records, got %s", rep.String())
@@ -116,7 +117,7 @@ func killMidStream(t *testing.T, mode string) {
 	go func() { done <- produce(e.writer(), plan) }()
 
 	chk := verify.NewChecker(plan.Last)
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	// Kill once a few thousand records are out and production is still on.
 	deadline := time.Now().Add(2 * time.Minute)
 	for chk.Report().Unique < 4000 {
@@ -155,7 +156,7 @@ func TestRestartResumesFromCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	chk := verify.NewChecker(plan.Last)
-	requireOK(t, e.consume(chk, verify.NewConsumer(brokers, e.topic), 2*time.Minute))
+	requireOK(t, e.consume(chk, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute))
 
 	// Wait until the checkpoint reached the end of the binlog, then SIGKILL.
 	file, pos := e.masterPos()
@@ -177,7 +178,7 @@ func TestRestartResumesFromCheckpoint(t *testing.T) {
 		plan.Last[k] = v
 	}
 	chk2 := verify.NewChecker(plan.Last)
-	rep := e.consume(chk2, verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep := e.consume(chk2, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
 	if rep.Duplicates != 0 {
 		t.Fatalf("restart after SIGKILL with an up-to-date checkpoint re-published %d records", rep.Duplicates)
@@ -196,7 +197,7 @@ func TestRestartResumesFromCheckpoint(t *testing.T) {
 		plan.Last[k] = v
 	}
 	chk3 := verify.NewChecker(plan.Last)
-	rep = e.consume(chk3, verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep = e.consume(chk3, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
 	if rep.Duplicates != 0 {
 		t.Fatalf("restart after SIGTERM re-published %d records", rep.Duplicates)
@@ -240,7 +241,7 @@ func TestPayloadByteExact(t *testing.T) {
 		}
 	}
 	chk := verify.NewChecker(map[int64]int64{7: int64(len(payloads))})
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	var recs []verify.Record
 	deadline := time.Now().Add(time.Minute)
 	for len(recs) < len(payloads) && time.Now().Before(deadline) {
@@ -351,7 +352,7 @@ func TestLostCheckpointNeedsExplicitStart(t *testing.T) {
 	if err := produce(w, plan); err != nil {
 		t.Fatal(err)
 	}
-	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -380,7 +381,7 @@ func TestLostCheckpointNeedsExplicitStart(t *testing.T) {
 	for k, v := range more.Last {
 		plan.Last[k] = v
 	}
-	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute)
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute)
 	requireOK(t, rep)
 }
 
@@ -408,7 +409,7 @@ func TestLostCheckpointMirror(t *testing.T) {
 		if err := produce(e.writer(), plan); err != nil {
 			t.Fatal(err)
 		}
-		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, topic), time.Minute))
+		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, topic), time.Minute))
 		if code := p.stop(t, 30*time.Second); code != 0 {
 			t.Fatalf("exit code %d after SIGTERM", code)
 		}
@@ -425,7 +426,7 @@ func TestLostCheckpointMirror(t *testing.T) {
 		for k, v := range more.Last {
 			plan.Last[k] = v
 		}
-		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, topic), time.Minute))
+		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, topic), time.Minute))
 		if cp := e.checkpoint(); cp == nil {
 			t.Fatal("the copy was not written back to Redis")
 		}
@@ -443,7 +444,7 @@ func TestLostCheckpointMirror(t *testing.T) {
 			t.Fatal(err)
 		}
 		p = e.start()
-		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+		requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 		p.stop(t, 30*time.Second)
 		// checkpoint show names both, and which wins.
 		out, code := e.cli(nil, "checkpoint", "show")

@@ -50,7 +50,7 @@ func (e *env) replayTopic(suffix string) string {
 	topic := e.topic + suffix
 	createTopic(e.t, topic, partitions)
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		ids, err := sink.Partitions(context.Background(), brokers, topic)
+		ids, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, topic)
 		if err == nil && len(ids) == partitions {
 			return topic
 		}
@@ -88,7 +88,7 @@ func pos(t *testing.T, s string) binlog.Position {
 // partition, with the live record's headers plus replayed=true and replay_id id.
 func checkReplayed(t *testing.T, topic string, want []verify.Record, id string) {
 	t.Helper()
-	got := mustPoll(t, verify.NewConsumer(brokers, topic))
+	got := mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, topic))
 	byID := map[string]verify.Record{}
 	for _, r := range want {
 		byID[r.EventID] = r
@@ -160,8 +160,8 @@ func TestReplayRange(t *testing.T) {
 	if err := produce(w, plan); err != nil {
 		t.Fatal(err)
 	}
-	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
-	live := mustPoll(t, verify.NewConsumer(brokers, e.topic))
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
+	live := mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic))
 	var ends []binlog.Position
 	seenEnd := map[string]bool{}
 	for _, r := range live {
@@ -214,7 +214,7 @@ func TestReplayRange(t *testing.T) {
 			last[row.ConversationID] = row.SeqNo
 		}
 	}
-	requireOK(t, e.consume(verify.NewChecker(last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	requireOK(t, e.consume(verify.NewChecker(last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 }
 
 // nextSecond sleeps past the start of the next wall-clock second and
@@ -253,8 +253,8 @@ func TestReplayByTime(t *testing.T) {
 			last[k] = v
 		}
 	}
-	requireOK(t, e.consume(verify.NewChecker(last), verify.NewConsumer(brokers, e.topic), time.Minute))
-	live := mustPoll(t, verify.NewConsumer(brokers, e.topic))
+	requireOK(t, e.consume(verify.NewChecker(last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
+	live := mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic))
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("live publisher exit %d", code)
 	}
@@ -305,7 +305,7 @@ func TestReplayDryRun(t *testing.T) {
 	}
 	file, at = e.masterPos()
 	to := binlog.Position{File: file, Pos: at}
-	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 	topic := e.replayTopic(".replay")
 	r := e.replay("--from", from.FilePos(), "--to", to.FilePos(), "--topic", topic, "--dry-run", "--server-id", fmt.Sprint(serverIDs.Add(1)))
 	if r.code != 0 {
@@ -328,7 +328,7 @@ func TestReplayDryRun(t *testing.T) {
 	if n := count(r.stdout, "topic "+e.topic); r.code != 0 || n != plan.Total {
 		t.Fatalf("dry run without --topic: exit %d, %d events for %s", r.code, n, e.topic)
 	}
-	if recs := mustPoll(t, verify.NewConsumer(brokers, topic)); len(recs) != 0 {
+	if recs := mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, topic)); len(recs) != 0 {
 		t.Fatalf("dry run published %d records", len(recs))
 	}
 }

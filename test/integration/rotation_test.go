@@ -12,6 +12,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/redis/go-redis/v9"
 )
@@ -59,7 +60,7 @@ func TestRotationFlushBinaryLogs(t *testing.T) {
 	}
 	last, _ := e.masterPos()
 	files := map[string]int{}
-	recs := pollUntil(t, verify.NewConsumer(brokers, e.topic), plan.Total, time.Minute)
+	recs := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), plan.Total, time.Minute)
 	for _, r := range recs {
 		files[strings.Split(r.Headers["binlog_pos"], ":")[0]]++
 	}
@@ -140,7 +141,7 @@ func TestPurgedCheckpoint(t *testing.T) {
 	if !logHas(p.log, "resuming at the earliest position") || !logHas(p.log, `"purged_skips":1`) || !logHas(p.log, `"files_purged":`) {
 		t.Fatal("on-purged earliest: no Warn with the skip counter and the files purged")
 	}
-	rep := e.consume(verify.NewChecker(after.Last), verify.NewConsumer(brokers, e.topic), time.Minute)
+	rep := e.consume(verify.NewChecker(after.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute)
 	if rep.Missing != 0 {
 		t.Fatalf("events of the oldest binlog not published after earliest: %s", rep.String())
 	}
@@ -210,7 +211,7 @@ func TestGTIDMultiDomain(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
 	if cp == nil {
 		t.Fatal("no checkpoint before the kill")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -81,12 +82,12 @@ func TestSchemaChangesLiveAndReplay(t *testing.T) {
 	ddl(fmt.Sprintf("INSERT INTO `%s_old` (seq_no, payload, event_type, conversation_id, message_id, sender_id, receiver_id) VALUES (1, '{}', 'message.created', 999999, 1, 1, 1)", e.outbox))
 	step(6)
 
-	rep := e.consume(verify.NewChecker(last), verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep := e.consume(verify.NewChecker(last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
 	if rep.Duplicates != 0 {
 		t.Fatalf("duplicates without faults: %s", rep.String())
 	}
-	recs := mustPoll(t, verify.NewConsumer(brokers, e.topic))
+	recs := mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic))
 	checkFields(t, recs, 120)
 
 	// Replay the whole range from before the first DDL with a new
@@ -94,9 +95,9 @@ func TestSchemaChangesLiveAndReplay(t *testing.T) {
 	r := newEnv(t)
 	r.outbox = e.outbox
 	r.start("--start", fmt.Sprintf("%s:%d", file, pos))
-	rep = r.consume(verify.NewChecker(last), verify.NewConsumer(brokers, r.topic), 2*time.Minute)
+	rep = r.consume(verify.NewChecker(last), verify.NewConsumer(sink.Config{Brokers: brokers}, r.topic), 2*time.Minute)
 	requireOK(t, rep)
-	checkFields(t, mustPoll(t, verify.NewConsumer(brokers, r.topic)), 120)
+	checkFields(t, mustPoll(t, verify.NewConsumer(sink.Config{Brokers: brokers}, r.topic)), 120)
 }
 
 // shift renumbers plan's seq_no to continue after last, and updates last.

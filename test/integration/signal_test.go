@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -27,7 +28,7 @@ func TestBackfillSignalDrains(t *testing.T) {
 	unsent := e.seedOutbox(5000, 200, 60000)
 	p := e.launch("--backfill")
 	e.waitLog(p, "backfill: consistent snapshot taken", time.Minute)
-	cons := verify.NewConsumer(brokers, e.topic)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
 	var recs []verify.Record
 	for deadline := time.Now().Add(time.Minute); len(recs) == 0; time.Sleep(20 * time.Millisecond) {
 		rs, _ := cons.Poll(t.Context())
@@ -82,7 +83,7 @@ func TestReplaySignalDrains(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cons := verify.NewConsumer(brokers, target)
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, target)
 	n := 0
 	for deadline := time.Now().Add(time.Minute); n == 0; time.Sleep(20 * time.Millisecond) {
 		rs, _ := cons.Poll(t.Context())
@@ -106,7 +107,7 @@ func TestReplaySignalDrains(t *testing.T) {
 		t.Fatalf("%d events read: the signal did not come during the replay", read)
 	}
 	// Everything read was drained: the topic holds exactly the events read.
-	rc := verify.NewConsumer(brokers, target)
+	rc := verify.NewConsumer(sink.Config{Brokers: brokers}, target)
 	ids := map[string]bool{}
 	for deadline := time.Now().Add(30 * time.Second); len(ids) < read && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		rs, _ := rc.Poll(t.Context())

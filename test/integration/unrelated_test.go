@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -56,7 +57,7 @@ func TestUnrelatedTrafficPassesBy(t *testing.T) {
 			exec("COMMIT")
 		}
 	}
-	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), 2*time.Minute)
+	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
 	requireOK(t, rep)
 	if rep.Records != plan.Total || rep.Duplicates != 0 {
 		t.Fatalf("want exactly the %d outbox rows: %s", plan.Total, rep.String())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -36,7 +37,7 @@ func TestVerifyCommand(t *testing.T) {
 	if err := produce(w, plan); err != nil {
 		t.Fatal(err)
 	}
-	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(brokers, e.topic), time.Minute))
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 	if code, out := e.runVerify(); code != 0 || !strings.Contains(out, "missing            0") || !strings.Contains(out, "result: OK") {
 		t.Fatalf("verify after a clean run: exit %d\n%s", code, out)
 	}

@@ -1,0 +1,234 @@
+package checkpoint
+
+// The Redis client of the Store: one server, Sentinel or Cluster through
+// go-redis's UniversalClient, with TLS, the ACL login and the password
+// read from a file at each connection. Every command that touches Redis
+// builds its client here (newClient).
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrAuth reports a login or permission Redis refused (WRONGPASS,
+// NOAUTH, NOPERM): fatal, with the settings to fix.
+var ErrAuth = errors.New("checkpoint: Redis refused the login")
+
+// ErrTLS reports a TLS set-up with Redis that a retry cannot fix: a
+// failed handshake, or TLS against a plaintext port and the other way round.
+var ErrTLS = errors.New("checkpoint: TLS to Redis")
+
+func (c *Config) validateClient(errs *[]error) {
+	if err := c.TLS.Validate("checkpoint.tls"); err != nil {
+		*errs = append(*errs, err)
+	}
+	secret := func(field, v, file string) {
+		if v != "" && file != "" {
+			*errs = append(*errs, fmt.Errorf("checkpoint.%s-file: set either checkpoint.%s or checkpoint.%s-file, not both", field, field, field))
+		} else if file != "" {
+			if _, _, err := secure.ReadSecret(file, "checkpoint."+field+"-file"); err != nil {
+				*errs = append(*errs, err)
+			}
+		}
+	}
+	secret("password", c.Password, c.PasswordFile)
+	secret("sentinel-password", c.SentinelPassword, c.SentinelPasswordFile)
+	for _, a := range c.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			*errs = append(*errs, fmt.Errorf("checkpoint.addrs: %q: want host:port", a))
+		}
+	}
+	switch {
+	case c.SentinelMaster != "" && c.Cluster:
+		*errs = append(*errs, errors.New("checkpoint.cluster: not with checkpoint.sentinel-master: choose Sentinel or Cluster"))
+	case c.SentinelMaster != "" && len(c.Addrs) == 0:
+		*errs = append(*errs, errors.New("checkpoint.addrs: required with sentinel-master: the Sentinels' host:port"))
+	case c.Cluster && c.DB != 0:
+		*errs = append(*errs, fmt.Errorf("checkpoint.db: %d: Redis Cluster has only database 0", c.DB))
+	}
+}
+
+// addrs is where the client connects: Addrs (Sentinels, or Cluster seed
+// nodes) or else Addr.
+func (c Config) addrs() []string {
+	if len(c.Addrs) > 0 {
+		return c.Addrs
+	}
+	return []string{c.Addr}
+}
+
+// newClient returns the Redis client of a validated Config: a Sentinel
+// client when SentinelMaster is set, a Cluster client when Cluster is,
+// else a single-server client. A TLS file that can no longer be read
+// fails every connection with ErrTLS.
+func newClient(cfg Config) redis.UniversalClient {
+	tc, tlsErr := cfg.TLS.Client("checkpoint.tls")
+	opts := &redis.UniversalOptions{
+		Addrs: cfg.addrs(), DB: cfg.DB, MasterName: cfg.SentinelMaster, IsClusterMode: cfg.Cluster,
+		SentinelUsername: cfg.SentinelUsername, SentinelPassword: cfg.SentinelPassword,
+		Dialer:      tlsDialer(tc, cfg.Timeout),
+		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+		MaxRetries: 1,
+		CredentialsProvider: func() (string, string) {
+			pw := cfg.Password
+			if cfg.PasswordFile != "" {
+				// Validate read it; an error now leaves the password
+				// empty and the server's NOAUTH/WRONGPASS says so.
+				pw, _, _ = secure.ReadSecret(cfg.PasswordFile, "checkpoint.password-file")
+			}
+			return cfg.Username, pw
+		},
+	}
+	if cfg.SentinelPasswordFile != "" {
+		opts.SentinelPassword, _, _ = secure.ReadSecret(cfg.SentinelPasswordFile, "checkpoint.sentinel-password-file")
+	}
+	if tlsErr != nil {
+		opts.Dialer = func(context.Context, string, string) (net.Conn, error) {
+			return nil, fmt.Errorf("%w: %v", ErrTLS, tlsErr)
+		}
+	}
+	if cfg.SentinelMaster == "" && !cfg.Cluster {
+		// One server: a plain client even with several Addrs listed.
+		o := opts.Simple()
+		return redis.NewClient(o)
+	}
+	return redis.NewUniversalClient(opts)
+}
+
+// explain wraps a failed Redis command: ErrAuth for a refused login or
+// permission, ErrTLS for TLS problems (probing the address to tell TLS
+// and plaintext ports apart when the connection was dropped), otherwise
+// err as it is.
+func (s *Store) explain(ctx context.Context, err error) error {
+	addr := strings.Join(s.cfg.addrs(), ",")
+	switch {
+	case err == nil:
+		return nil
+	case redis.IsAuthError(err):
+		return fmt.Errorf("%w: %s: %v; check checkpoint.username and checkpoint.password or checkpoint.password-file (CDC_OUTBOX_CHECKPOINT_USERNAME, CDC_OUTBOX_CHECKPOINT_PASSWORD), and that the ACL user is on", ErrAuth, addr, err)
+	case redis.IsPermissionError(err):
+		return fmt.Errorf("%w: %s: %v; the ACL user needs the key pattern and commands of the checkpoint: ACL SETUSER <user> ~%s* +get +set +del +config|get +ping", ErrAuth, addr, err, s.key)
+	case errors.Is(err, ErrTLS):
+		return err
+	}
+	if fix := secure.Explain(err, "checkpoint.tls"); fix != "" {
+		return fmt.Errorf("%w: %s: %v; %s", ErrTLS, addr, err, fix)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		if !s.cfg.TLS.Enabled && speaksTLS(ctx, s.cfg.addrs()[0]) {
+			return fmt.Errorf("%w: %s: %v; this port speaks TLS (tls-port): set checkpoint.tls.enabled: true (with checkpoint.tls.ca-file)", ErrTLS, addr, err)
+		}
+	}
+	return err
+}
+
+// tlsDialer dials TCP and, with tc, completes the TLS handshake itself
+// (the name checked: tc's ServerName, else the host dialled), so that a
+// handshake that fails or gets no answer says why: a plaintext port
+// answers a ClientHello with nothing or an error line.
+func tlsDialer(tc *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil || tc == nil {
+			return c, err
+		}
+		conf := tc.Clone()
+		if conf.ServerName == "" {
+			conf.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		t := tls.Client(c, conf)
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := t.HandshakeContext(hctx); err != nil {
+			c.Close()
+			var ne net.Error
+			var rh tls.RecordHeaderError
+			if (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &rh) || errors.Is(err, io.EOF) {
+				if speaksPlainRedis(context.WithoutCancel(ctx), addr) { // ctx may have run out in the handshake
+					return nil, fmt.Errorf("%w: %s: %v; this is a plaintext port: give the server's tls-port in checkpoint.addr, or set checkpoint.tls.enabled: false", ErrTLS, addr, err)
+				}
+			}
+			return nil, err
+		}
+		return t, nil
+	}
+}
+
+// speaksPlainRedis reports whether addr answers PING in plaintext
+// (+PONG, or an error such as -NOAUTH: RESP either way).
+func speaksPlainRedis(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	dl, _ := ctx.Deadline()
+	_ = c.SetDeadline(dl)
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	var b [1]byte
+	_, err = io.ReadFull(c, b[:])
+	return err == nil && (b[0] == '+' || b[0] == '-')
+}
+
+func speaksTLS(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// SlotKey returns the key named key+":"+suffix placed in key's Redis
+// Cluster hash slot, for anything stored beside the checkpoint (a lease,
+// a history) that a Lua script or MULTI must touch with it: if key has a
+// hash tag ({…}, Redis Cluster specification, "Hash tags"), the tag
+// carries over; otherwise key becomes the tag, whose slot is key's own.
+func SlotKey(key, suffix string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key + ":" + suffix
+		}
+	}
+	return "{" + key + "}:" + suffix
+}
+
+// TLSState reports how the Store's connection is protected, for check:
+// "" when plaintext. It opens one connection of its own.
+func (s *Store) TLSState(ctx context.Context) (string, error) {
+	if !s.cfg.TLS.Enabled {
+		return "", nil
+	}
+	tc, err := s.cfg.TLS.Client("checkpoint.tls")
+	if err != nil {
+		return "", err
+	}
+	if tc.ServerName == "" {
+		tc.ServerName, _, _ = net.SplitHostPort(s.cfg.addrs()[0])
+	}
+	d := tls.Dialer{Config: tc}
+	c, err := d.DialContext(ctx, "tcp", s.cfg.addrs()[0])
+	if err != nil {
+		return "", s.explain(ctx, err)
+	}
+	defer c.Close()
+	return secure.State(c.(*tls.Conn).ConnectionState(), s.cfg.TLS.Verify()), nil
+}

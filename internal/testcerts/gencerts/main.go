@@ -1,0 +1,21 @@
+// Command gencerts writes the test certificates of package testcerts into
+// the directory given as its argument (scripts/dev-stack.sh up-secure).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/testcerts"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: gencerts DIR")
+		os.Exit(2)
+	}
+	if err := testcerts.Generate(os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "gencerts:", err)
+		os.Exit(1)
+	}
+}
