@@ -1,24 +1,51 @@
 package binlog
 
+import "strconv"
+
 // Event is one INSERT row of the outbox table.
 //
 // The numeric fields are the row's BIGINT columns; Payload is the JSON
 // column's bytes exactly as the server sent them (MariaDB stores and sends
 // JSON as text; MySQL 8's binary JSON is rendered as MySQL's own text form).
 // CreatedAt is the DATETIME column as "YYYY-MM-DD hh:mm:ss[.ffffff]".
-// Pos is the position of the row event that carried the row (its
-// end_log_pos), for tracing; it is not a resumable position.
+// Pos is the position where the row event that carried the row starts
+// (its offset in the binlog file: end_log_pos minus its size; for the
+// events inside a MySQL compressed transaction payload, the payload
+// event's start), with the transaction's GTID, for tracing; it is not a
+// resumable position (SHOW BINLOG EVENTS IN 'file' FROM pos shows it).
+//
+// ConversationUnsigned says that conversation_id is a BIGINT UNSIGNED
+// column: ConversationID then holds the bit pattern of the unsigned value
+// (values of 2^63 and above are negative as int64); AppendConversationKey gives
+// the decimal value. ID is always unsigned.
+//
+// Err is non-nil for a row that cannot become a record (a NULL or
+// out-of-range value in an outbox column): it wraps ErrDecode and names
+// the column; the fields decoded before or after it are set (ID whenever
+// the id column itself is readable), Pos always. The sink treats such an
+// event as a poison record (sink.ReasonUndecodable).
 type Event struct {
-	ID             uint64
-	EventType      string
-	ConversationID int64
-	MessageID      int64
-	SeqNo          int64
-	SenderID       int64
-	ReceiverID     int64
-	Payload        []byte
-	CreatedAt      string
-	Pos            Position
+	ID                   uint64
+	EventType            string
+	ConversationID       int64
+	ConversationUnsigned bool
+	MessageID            int64
+	SeqNo                int64
+	SenderID             int64
+	ReceiverID           int64
+	Payload              []byte
+	CreatedAt            string
+	Pos                  Position
+	Err                  error
+}
+
+// AppendConversationKey appends conversation_id in decimal, the record
+// key: unsigned when the column is BIGINT UNSIGNED (ConversationUnsigned).
+func (e *Event) AppendConversationKey(b []byte) []byte {
+	if e.ConversationUnsigned {
+		return strconv.AppendUint(b, uint64(e.ConversationID), 10)
+	}
+	return strconv.AppendInt(b, e.ConversationID, 10)
 }
 
 // Txn is one committed transaction. Events holds its outbox INSERT rows in
