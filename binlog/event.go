@@ -59,13 +59,32 @@ func (e *Event) AppendConversationKey(b []byte) []byte {
 // the last complete transaction before it: acknowledging it does not move
 // the checkpoint into the middle of the transaction.
 //
+// Commit is set on fragments only: the transaction's own end, the
+// position right after its commit event, with its GTID and the GTID set
+// that includes it (a whole transaction's own end is End). Own returns
+// either; it is what records carry as binlog_txn_end and what errors about
+// the transaction's rows name. A fragment's Commit is known before the
+// commit event is read: from the MySQL GTID event's transaction_length,
+// or (MariaDB) looked up with SHOW BINLOG EVENTS on the source, which holds
+// the whole transaction once its first event was sent; its Time is zero.
+//
 // Held is the room the transaction holds in the reader's Budget, released
 // by the sink once the transaction is acknowledged (0 without a budget).
 type Txn struct {
 	Events  []Event
 	End     Position
+	Commit  Position
 	Partial bool
 	Held    int64
+}
+
+// Own returns the transaction's own end: Commit for a fragment, End
+// otherwise.
+func (t *Txn) Own() Position {
+	if t.Commit.IsZero() {
+		return t.End
+	}
+	return t.Commit
 }
 
 // Size returns the sum of the events' payload bytes, an estimate of the

@@ -45,7 +45,8 @@ type Writer struct {
 	owner []int // index into pending of the transaction each msg belongs to
 
 	budget Releaser
-	sizes  []int64 // Txn.Held of each pending transaction, released on ack
+	sizes  []int64           // Txn.Held of each pending transaction, released on ack
+	owns   []binlog.Position // Txn.Own of each pending transaction: its own end, for headers and errors
 	obs    Observer
 	prod   *Producer // kw before any wrapping; nil with a fake
 }
@@ -199,15 +200,20 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	idx := len(*pending)
 	*pending = append(*pending, txn.End)
 	w.sizes = append(w.sizes, txn.Held)
+	// A fragment's End is the previous transaction's (what may be
+	// acknowledged); its records and errors name its own end.
+	own := txn.Own()
+	w.owns = append(w.owns, own)
 	for i := range txn.Events {
-		m, err := w.router.Route(&txn.Events[i], txn.End)
-		p, err := Check(&m, err, w.cfg.BatchBytes)
+		e := &txn.Events[i]
+		m, err := w.router.Route(e, own)
+		p, err := checkEvent(e, &m, err, w.cfg.BatchBytes, w.cfg.DeadLetterTopic)
 		if err != nil {
-			return &WriteError{EventID: fmt.Sprint(txn.Events[i].ID), Topic: m.Topic, Pos: txn.End, Err: err}
+			return &WriteError{EventID: fmt.Sprint(e.ID), Topic: m.Topic, Pos: own, Err: err}
 		}
 		if p != nil {
 			if w.cfg.OnPoison != PolicyDeadLetter {
-				return w.failBefore(ctx, pending, idx, &m, p)
+				return w.failBefore(ctx, pending, idx, &m, p, own)
 			}
 			// The dead letter takes the record's place in the stream:
 			// nothing after it is written before it is.
@@ -215,7 +221,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 				return err
 			}
 			idx = 0
-			if err := w.deadLetter(ctx, &m, p, txn.End); err != nil {
+			if err := w.deadLetter(ctx, &m, p, own); err != nil {
 				return err
 			}
 			continue
@@ -239,8 +245,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 // failBefore applies the fail policy to poison record m of pending
 // transaction idx: the round's records of that transaction are dropped,
 // the rest is written and the transactions before idx acknowledged.
-func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx int, m *kafka.Message, p *Poison) error {
-	end := (*pending)[idx]
+func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx int, m *kafka.Message, p *Poison, end binlog.Position) error {
 	cut := len(w.msgs)
 	for cut > 0 && w.owner[cut-1] == idx {
 		cut--
@@ -315,6 +320,7 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 		w.budget.Release(done)
 	}
 	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
+	w.owns = append(w.owns[:0], w.owns[n:]...)
 	clear(w.msgs)
 	w.msgs, w.owner, w.bytes = w.msgs[:0], w.owner[:0], 0
 	return nil
@@ -372,12 +378,12 @@ func (w *Writer) resend(ctx context.Context, pending []binlog.Position, failed [
 		}
 		cause := first(err)
 		if !errors.Is(cause, kafka.MessageSizeTooLarge) {
-			return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: pending[w.owner[i]], Err: cause}
+			return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: w.owns[w.owner[i]], Err: cause}
 		}
 		p := &Poison{Reason: ReasonBrokerTooLarge, Topic: m.Topic,
 			Err: fmt.Errorf("%w: topic %s rejected the record alone (%d bytes by estimate): %v: raise the topic's max.message.bytes / the broker's message.max.bytes",
 				ErrRecordTooLarge, m.Topic, estimate(m), cause)}
-		end := pending[w.owner[i]]
+		end := w.owns[w.owner[i]]
 		if w.cfg.OnPoison != PolicyDeadLetter {
 			if k := w.owner[i]; k > 0 {
 				if err := w.ack(ctx, pending[k-1]); err != nil {
@@ -430,7 +436,7 @@ func (w *Writer) writeError(err error, pending []binlog.Position) error {
 		err = fmt.Errorf("%w; kafka.allow-auto-topic-creation is on, but the broker did not create the topic: check the broker's auto.create.topics.enable, or create it", err)
 	}
 	m := &w.msgs[at]
-	return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: pending[w.owner[at]], Err: err}
+	return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: w.owns[w.owner[at]], Err: err}
 }
 
 func header(m *kafka.Message, key string) string {
