@@ -1,0 +1,197 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/verify"
+)
+
+// insertRaw commits one transaction inserting rows into e's outbox, each
+// given as the SQL values of (event_type, conversation_id, message_id,
+// seq_no, sender_id, receiver_id, payload), in statements of at most 500
+// rows; it returns the server's binlog end and @@last_gtid right after the
+// commit (the transaction's own end: nothing else writes meanwhile).
+func (e *env) insertRaw(rows []string) (end filePos, gtid string) {
+	e.t.Helper()
+	c := e.sql()
+	defer c.Close()
+	q := func(s string) {
+		if _, err := c.Execute(s); err != nil {
+			e.t.Fatalf("%.200s: %v", s, err)
+		}
+	}
+	q("BEGIN")
+	for len(rows) > 0 {
+		n := min(len(rows), 500)
+		q(fmt.Sprintf("INSERT INTO `%s` (event_type, conversation_id, message_id, seq_no, sender_id, receiver_id, payload) VALUES %s",
+			e.outbox, strings.Join(rows[:n], ",")))
+		rows = rows[n:]
+	}
+	q("COMMIT")
+	r, err := c.Execute("SELECT @@last_gtid")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	gtid, _ = r.GetString(0, 0)
+	r, err = c.Execute("SHOW MASTER STATUS")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f, _ := r.GetString(0, 0)
+	p, _ := r.GetUint(0, 1)
+	return filePos{file: f, pos: uint32(p)}, gtid
+}
+
+// waitExit waits for the publisher to exit on its own and returns its code.
+func (p *publisher) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("publisher still running after %s", timeout)
+	}
+	return -1
+}
+
+func row(typ string, conv string, seq int, payload string) string {
+	return fmt.Sprintf("(%s, %s, %d, %d, 1, 2, %s)", typ, conv, seq, seq, payload)
+}
+
+// Issue 12 item 3: a NULL payload, a BIGINT UNSIGNED conversation_id of
+// 2^63 and more, an empty event_type with a template topic and an
+// event_type naming the dead-letter topic do not block the pipeline under
+// kafka.on-poison: dead-letter: the unsigned row is published keyed by its
+// decimal value, the others are dead-lettered, and what follows is
+// published.
+func TestPoisonRowsDoNotBlock(t *testing.T) {
+	e := newEnv(t)
+	e.exec(fmt.Sprintf("ALTER TABLE `%s` MODIFY payload LONGTEXT NULL, MODIFY conversation_id BIGINT UNSIGNED NOT NULL", e.outbox))
+	dlq := e.deadLetterPolicy()
+	mc := e.topic + ".message.created"
+	createTopic(t, mc, 3)
+	t.Setenv("CDC_OUTBOX_ROUTER_TOPIC", e.topic+".{event_type}")
+	p := e.start()
+	for _, r := range []string{
+		row("'message.created'", "1", 1, `'{}'`),
+		row("'message.created'", "1", 2, "NULL"),
+		row("'message.created'", "9223372036854775813", 1, `'{}'`),
+		row("''", "1", 3, `'{}'`),
+		row("'dlq'", "1", 4, `'{}'`), // topic e.topic+".dlq": the dead-letter topic
+		row("'message.created'", "1", 5, `'{}'`),
+	} {
+		e.insertRaw([]string{r})
+	}
+	recs := pollUntil(t, verify.NewConsumer(brokers, mc), 3, time.Minute)
+	got := map[string]string{}
+	for _, r := range recs {
+		got[r.Key] += r.Headers["seq_no"] + ","
+	}
+	if fmt.Sprint(got) != fmt.Sprint(map[string]string{"1": "1,5,", "9223372036854775813": "1,"}) {
+		t.Fatalf("published (key: seq_nos) %v, want 1: 1,5 and 9223372036854775813: 1", got)
+	}
+	dead := pollUntil(t, verify.NewConsumer(brokers, dlq), 3, 30*time.Second)
+	reasons := map[string]string{}
+	for _, r := range dead {
+		reasons[r.Headers["seq_no"]] = r.Headers["dlq_reason"]
+		if r.Headers["event_id"] == "" || r.Headers["binlog_pos"] == "" || r.Headers["binlog_txn_end"] == "" {
+			t.Errorf("dead letter without event id or positions: %v", r.Headers)
+		}
+	}
+	if fmt.Sprint(reasons) != fmt.Sprint(map[string]string{"2": "undecodable", "3": "invalid_topic", "4": "invalid_topic"}) {
+		t.Fatalf("dead letters (seq_no: reason) %v", reasons)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+}
+
+// Issue 12 items 3 and 4: under kafka.on-poison: fail a NULL payload stops
+// the publisher with an error naming the event id, the row position, the
+// transaction's own end and GTID and the command that skips it.
+func TestPoisonNullPayloadFail(t *testing.T) {
+	e := newEnv(t)
+	e.exec(fmt.Sprintf("ALTER TABLE `%s` MODIFY payload LONGTEXT NULL", e.outbox))
+	p := e.start()
+	e.insertRaw([]string{row("'message.created'", "1", 1, `'{}'`)})
+	end, gtid := e.insertRaw([]string{row("'message.created'", "1", 2, "NULL")})
+	if code := p.waitExit(t, time.Minute); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	ids := e.eventIDs()
+	for _, want := range []string{
+		"poison record (undecodable): event " + ids["1/2"],
+		"column payload: NULL",
+		fmt.Sprintf("transaction ending at %s:%d gtid=%s", end.file, end.pos, gtid),
+		fmt.Sprintf("cdc-outbox checkpoint set %s:%d", end.file, end.pos),
+	} {
+		if !logHas(p.log, want) {
+			t.Errorf("the log does not say %q", want)
+		}
+	}
+}
+
+// Issue 12 item 4: the records of a transaction sent in fragments (more
+// than 2,000 rows) all carry that transaction's own end and GTID as
+// binlog_txn_end and gtid, and a poison row in a later fragment names it;
+// binlog_pos is where the row event starts (an event boundary).
+func TestFragmentedTransactionPositions(t *testing.T) {
+	e := newEnv(t)
+	e.textPayload()
+	p := e.start()
+	e.insertRaw([]string{row("'message.created'", "1", 1, `'{}'`)})
+	var rows []string
+	for i := 0; i < 4500; i++ { // fragments of 2,000 rows: the poison row is in the second, not the final part
+		pl := `'{"n":` + fmt.Sprint(i) + `}'`
+		if i == 2300 {
+			pl = `'{not json'`
+		}
+		rows = append(rows, row("'message.created'", fmt.Sprint(2+i%7), 2+i, pl))
+	}
+	end, gtid := e.insertRaw(rows)
+	if code := p.waitExit(t, time.Minute); code != 1 {
+		t.Fatalf("exit code %d, want 1 (poison, fail policy)", code)
+	}
+	want := fmt.Sprintf("transaction ending at %s:%d gtid=%s", end.file, end.pos, gtid)
+	if !logHas(p.log, want) {
+		t.Errorf("the poison error does not name the transaction's own end: want %q", want)
+	}
+	// The first fragment (2,000 rows) was written before the poison row
+	// was met (not acknowledged): its records name the transaction's end.
+	recs := pollUntil(t, verify.NewConsumer(brokers, e.topic), 2001, 30*time.Second)
+	if len(recs) < 2001 {
+		t.Fatalf("%d records, want the first row and the first fragment's 2,000", len(recs))
+	}
+	wrong := 0
+	c := e.sql()
+	defer c.Close()
+	checked := map[string]bool{}
+	for _, r := range recs {
+		if r.Headers["seq_no"] == "1" && r.Key == "1" {
+			continue
+		}
+		if r.Headers["binlog_txn_end"] != fmt.Sprintf("%s:%d", end.file, end.pos) || r.Headers["gtid"] != gtid {
+			wrong++
+		}
+		if bp := r.Headers["binlog_pos"]; !checked[bp] && len(checked) < 20 {
+			checked[bp] = true
+			fp := parseFilePos(t, bp)
+			res, err := c.Execute(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT 1", fp.file, fp.pos))
+			if err != nil {
+				t.Fatalf("binlog_pos %s is not an event boundary: %v", bp, err)
+			}
+			if typ, _ := res.GetStringByName(0, "Event_type"); !strings.Contains(typ, "rows") {
+				t.Errorf("binlog_pos %s: the event there is %s, want the rows event", bp, typ)
+			}
+		}
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d records of the fragmented transaction do not carry its end %s:%d and gtid %s", wrong, len(recs)-1, end.file, end.pos, gtid)
+	}
+}
