@@ -118,10 +118,10 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 
 // newSyncer returns a go-mysql binlog syncer for cfg (the same settings as
 // Reader.Run's).
-func newSyncer(cfg Config, flavor string, log *zap.Logger) *replication.BinlogSyncer {
+func newSyncer(cfg Config, flavor string, log *zap.Logger, adjust ...func(*replication.BinlogSyncerConfig)) *replication.BinlogSyncer {
 	host, portStr, _ := net.SplitHostPort(cfg.Addr)
 	port, _ := strconv.ParseUint(portStr, 10, 16)
-	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+	sc := replication.BinlogSyncerConfig{
 		ServerID:              cfg.ServerID,
 		Flavor:                flavor,
 		Host:                  host,
@@ -133,6 +133,11 @@ func newSyncer(cfg Config, flavor string, log *zap.Logger) *replication.BinlogSy
 		DisableRetrySync:      true,
 		MaxReconnectAttempts:  1,
 		RenderJSONAsMySQLText: true,
+		VerifyChecksum:        true,
 		Logger:                slog.New(zapHandler{log.Named("go-mysql")}),
-	})
+	}
+	for _, f := range adjust {
+		f(&sc)
+	}
+	return replication.NewBinlogSyncer(sc)
 }

@@ -3,7 +3,11 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +198,106 @@ func TestFragmentedTransactionPositions(t *testing.T) {
 	if wrong > 0 {
 		t.Fatalf("%d of %d records of the fragmented transaction do not carry its end %s:%d and gtid %s", wrong, len(recs)-1, end.file, end.pos, gtid)
 	}
+}
+
+// binlogPath returns the path of the server's binlog file (the server runs
+// on this machine: the dev stack).
+func (e *env) binlogPath(file string) string {
+	e.t.Helper()
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SELECT @@log_bin_basename")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	base, _ := r.GetString(0, 0)
+	return filepath.Join(filepath.Dir(base), file)
+}
+
+// masterStatus returns the server's current binlog end.
+func (e *env) masterStatus() filePos {
+	e.t.Helper()
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SHOW MASTER STATUS")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f, _ := r.GetString(0, 0)
+	p, _ := r.GetUint(0, 1)
+	return filePos{file: f, pos: uint32(p)}
+}
+
+// Issue 12 item 5: the live stream verifies binlog event checksums. One
+// flipped bit inside an outbox row event of the server's binlog file (on
+// disk, before the reader reads it) stops a publisher started before it
+// with a fatal error naming the position, instead of publishing the
+// corrupt row.
+func TestLiveStreamChecksumMismatch(t *testing.T) {
+	e := newEnv(t)
+	before := e.masterStatus()
+	const marker = "checksum-victim-7f3a"
+	end, _ := e.insertRaw([]string{row("'message.created'", "1", 1, `'{"m":"`+marker+`"}'`)})
+	e.exec("FLUSH BINARY LOGS") // later writes go to a new file
+	path := e.binlogPath(end.file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.LastIndex(data, []byte(marker))
+	if at < int(before.pos) || at > int(end.pos) {
+		t.Fatalf("marker at %d, not inside the transaction %d..%d of %s", at, before.pos, end.pos, path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func() {
+		if _, err := f.WriteAt([]byte{data[at] ^ 0x01}, int64(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flip()
+	t.Cleanup(func() { // restore the byte: other tests read this file
+		if _, err := f.WriteAt(data[at:at+1], int64(at)); err != nil {
+			t.Error(err)
+		}
+		f.Close()
+	})
+	p := e.launch("--start", fmt.Sprintf("%s:%d", before.file, before.pos))
+	cons := verify.NewConsumer(brokers, e.topic)
+	poll := func() []verify.Record { // a new topic's leader may not be known yet: retry
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		recs, _ := cons.Poll(ctx)
+		return recs
+	}
+	var code int
+	for deadline := time.Now().Add(time.Minute); ; {
+		if recs := poll(); len(recs) > 0 {
+			t.Fatalf("the corrupt row was published: %s", recs[0].Value)
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			code = p.cmd.ProcessState.ExitCode()
+		case <-time.After(200 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("publisher neither published nor stopped within a minute")
+			}
+			continue
+		}
+		break
+	}
+	if recs := poll(); len(recs) > 0 {
+		t.Fatalf("the corrupt row was published: %s", recs[0].Value)
+	}
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	b, _ := os.ReadFile(p.log)
+	if !logHas(p.log, "binlog event checksum mismatch in the event starting at "+before.file+":") {
+		t.Fatalf("the log does not report a checksum mismatch with the event's position:\n%s", tail(string(b), 5))
+	}
+	t.Logf("%s", tail(string(b), 1))
 }
