@@ -232,8 +232,10 @@ func eventStarts(t *testing.T, b []byte) []int64 {
 	return append(offs, int64(len(b)))
 }
 
-// A copy of the last file cut at any byte ends after the last complete
-// transaction before the cut, and says where it stopped; never an error.
+// A copy of the last file cut at any byte after its format description
+// event ends after the last complete transaction before the cut, and says
+// where it stopped; never an error. Cut before that event ends, the file
+// holds nothing readable: an error wrapping ErrTruncated.
 func TestFileReaderTruncatedLastFile(t *testing.T) {
 	full, err := os.ReadFile(fxFiles[1])
 	if err != nil {
@@ -249,6 +251,12 @@ func TestFileReaderTruncatedLastFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, res, err := fileRead(t, []string{fxFiles[0], cutPath}, fxCfg)
+		if cut < 256 { // the format description event is 4..256
+			if !errors.Is(err, ErrTruncated) || len(got) != 6 {
+				t.Fatalf("cut at %d (inside the format description event): %d transactions, err %v; want the first file's 6 and ErrTruncated", cut, len(got), err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
@@ -387,7 +395,9 @@ var fixtureCases = []fixtureCase{
 	{file: "binlog_transaction_with_GTID_TAG.000001", txns: 1, end: "binlog_transaction_with_GTID_TAG.000001:541"},
 	{file: "binlog_transaction_with_anonymous_GTID.000001", txns: 2, end: "binlog_transaction_with_anonymous_GTID.000001:590"},
 	// 14 bytes: the magic number and 10 bytes of a header.
-	{file: "binlog_truncated_event.000001", txns: 0, truncated: 4},
+	// Cut inside its format description event: nothing can be read, an
+	// error rather than a truncated backup with nothing to replay.
+	{file: "binlog_truncated_event.000001", txns: 0, wantErr: ErrTruncated, errOffset: 4},
 	// A format description event, then 9 bytes of the next header.
 	{file: "binlog_truncated_prev_gtid_event.000001", txns: 0, truncated: 120},
 	{file: "bug11747887-bin.000003", txns: 4, end: "bug11747887-bin.000003:710"},
