@@ -102,6 +102,12 @@ func (s *Server) CheckResume(p Position) (*Purged, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A domain the server's binlog never had may still be one it
+		// knows of: a promoted replica set up from a backup has the old
+		// primary's history in gtid_slave_pos, not in its binlog.
+		if slave, err := s.queryString("SELECT @@gtid_slave_pos"); err == nil && slave != "" {
+			state += "," + slave
+		}
 		if unknown, err := UnknownDomains(p.GTIDSet, state); err != nil {
 			return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
 		} else if len(unknown) > 0 {
@@ -210,6 +216,31 @@ func (s *Server) queryString(q string) (string, error) {
 	}
 	v, _ := r.GetString(0, 0)
 	return v, nil
+}
+
+// NormalizeGTIDSet returns a GTID set in one canonical form per flavor:
+// for MariaDB one GTID per domain (the one with the highest sequence
+// number: a raw @@gtid_binlog_state lists one per domain and server id,
+// and a position has one per domain, MariaDB KB "gtid_slave_pos"), in
+// domain order; for MySQL the set as go-mysql prints it. Errors wrap
+// ErrStart and name the set.
+func NormalizeGTIDSet(flavor, set string) (string, error) {
+	set = strings.TrimSpace(strings.ReplaceAll(set, "\n", ""))
+	if set == "" {
+		return "", nil
+	}
+	if flavor == FlavorMariaDB {
+		out, err := mergeLatest(set, "")
+		if err != nil {
+			return "", fmt.Errorf("%w: GTID set %q: %v", ErrStart, set, err)
+		}
+		return out, nil
+	}
+	g, err := mysql.ParseGTIDSet(flavor, set)
+	if err != nil {
+		return "", fmt.Errorf("%w: GTID set %q: %v", ErrStart, set, err)
+	}
+	return g.String(), nil
 }
 
 // latestPerDomain parses a MariaDB GTID list (gtid_binlog_state or a

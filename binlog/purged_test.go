@@ -150,3 +150,22 @@ func TestConfigOnPurged(t *testing.T) {
 		}
 	}
 }
+
+// One entry per MariaDB domain, the highest sequence number, whatever the
+// order of a raw @@gtid_binlog_state.
+func TestNormalizeGTIDSet(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"0-2-150,0-1-100", "0-2-150"},
+		{"0-1-100,0-2-150", "0-2-150"},
+		{"5-1-3,0-1-9,0-2-4", "0-1-9,5-1-3"},
+		{" 0-1-9\n", "0-1-9"},
+		{"", ""},
+	} {
+		if got, err := NormalizeGTIDSet(FlavorMariaDB, c.in); err != nil || got != c.want {
+			t.Errorf("NormalizeGTIDSet(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if _, err := NormalizeGTIDSet(FlavorMariaDB, "0-1"); !errors.Is(err, ErrStart) {
+		t.Errorf("malformed: %v", err)
+	}
+}

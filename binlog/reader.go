@@ -125,8 +125,13 @@ func (r *Reader) Run(ctx context.Context) error {
 		// straddling the stop must not be partly emitted.
 		st.chunk, st.chunkBytes = ChunkEvents, ChunkBytes
 	}
-	var err error
-	if st.gset, err = mysql.ParseGTIDSet(r.flavor, r.from.GTIDSet); err != nil {
+	// One GTID per MariaDB domain, the highest (go-mysql keeps the last
+	// listed, which for a raw gtid_binlog_state may be the older one).
+	from, err := NormalizeGTIDSet(r.flavor, r.from.GTIDSet)
+	if err != nil {
+		return fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, r.from.GTIDSet, err)
+	}
+	if st.gset, err = mysql.ParseGTIDSet(r.flavor, from); err != nil {
 		return fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, r.from.GTIDSet, err)
 	}
 	var streamer *replication.BinlogStreamer

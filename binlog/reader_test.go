@@ -760,3 +760,25 @@ func TestStateFragmentsLargeTransactions(t *testing.T) {
 		t.Fatalf("final part's own end %+v, want %+v", o, own)
 	}
 }
+
+// A Gtid_list event (the GTID state before a MariaDB binlog file) adds the
+// domains known only from history to the tracked set, and never moves a
+// domain back.
+func TestStateGTIDListKeepsHistory(t *testing.T) {
+	st := newState(t, mysql.MariaDBFlavor, "0-1-4")
+	list := ev(replication.MARIADB_GTID_LIST_EVENT, 299, &replication.MariadbGTIDListEvent{GTIDs: []mysql.MariadbGTID{
+		{DomainID: 0, ServerID: 1, SequenceNumber: 2}, {DomainID: 5, ServerID: 1, SequenceNumber: 3}}})
+	var got []Txn
+	for _, e := range []*replication.BinlogEvent{list, mariaGTID(400, 5, replication.BINLOG_MARIADB_FL_TRANSACTIONAL), xid(500)} {
+		txn, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if txn != nil {
+			got = append(got, *txn)
+		}
+	}
+	if len(got) != 1 || got[0].End.GTIDSet != "0-1-5,5-1-3" {
+		t.Fatalf("transactions %+v, want one ending with the set 0-1-5,5-1-3", got)
+	}
+}

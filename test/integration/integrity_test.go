@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
@@ -300,4 +301,149 @@ func TestLiveStreamChecksumMismatch(t *testing.T) {
 		t.Fatalf("the log does not report a checksum mismatch with the event's position:\n%s", tail(string(b), 5))
 	}
 	t.Logf("%s", tail(string(b), 1))
+}
+
+// gtidState returns a server variable such as @@gtid_binlog_pos.
+func (e *env) variable(name string) string {
+	e.t.Helper()
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SELECT " + name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	v, _ := r.GetString(0, 0)
+	return v
+}
+
+// waitCheckpointGTID waits until the stored checkpoint's last GTID is gtid.
+func (e *env) waitCheckpointGTID(gtid string) {
+	e.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cp := e.checkpoint(); cp != nil && cp.GTID == gtid {
+			return
+		}
+	}
+	e.t.Fatalf("the checkpoint did not reach gtid %s within 30 s: %+v", gtid, e.checkpoint())
+}
+
+// hasDomain reports whether a MariaDB GTID set has domain d.
+func hasDomain(set string, d int) bool {
+	for _, g := range strings.Split(set, ",") {
+		if strings.HasPrefix(strings.TrimSpace(g), fmt.Sprintf("%d-", d)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Issue 12 item 2: a MariaDB GTID domain known only from history (its
+// transactions purged; only the oldest file's Gtid_list names it) is kept
+// in the stored GTID set with start: earliest and start: <file>:<pos>, and
+// does not block the resume; one entry per domain.
+func TestGTIDHistoryDomain(t *testing.T) {
+	e := newEnv(t)
+	e.positionMode = "gtid"
+	e.exec("SET SESSION gtid_domain_id = 5",
+		fmt.Sprintf("INSERT INTO `%s` (event_type, conversation_id, message_id, seq_no, sender_id, receiver_id, payload) VALUES ('history', 9, 9, 9, 1, 2, '{}')", e.outbox))
+	e.exec("FLUSH BINARY LOGS")
+	cur, _ := e.masterPos()
+	e.purgeTo(cur)
+	if state := e.variable("@@gtid_binlog_state"); !hasDomain(state, 5) {
+		t.Fatalf("gtid_binlog_state %s lacks domain 5", state)
+	}
+	seq := 0
+	publish := func(p *publisher) {
+		t.Helper()
+		seq++
+		_, gtid := e.insertRaw([]string{row("'message.created'", "1", seq, `'{}'`)})
+		e.waitCheckpointGTID(gtid)
+		if recs := pollUntil(t, verify.NewConsumer(brokers, e.topic), seq, 30*time.Second); len(recs) < seq {
+			t.Fatalf("%d records, want %d", len(recs), seq)
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		cp := e.checkpoint()
+		if cp == nil || !hasDomain(cp.GTIDSet, 5) || !hasDomain(cp.GTIDSet, 0) {
+			t.Fatalf("%s: stored checkpoint %+v: its GTID set lacks domain 5 (history) or 0", what, cp)
+		}
+		seen := map[string]bool{}
+		for _, g := range strings.Split(cp.GTIDSet, ",") {
+			d := strings.SplitN(g, "-", 2)[0]
+			if seen[d] {
+				t.Fatalf("%s: GTID set %s has two entries for domain %s", what, cp.GTIDSet, d)
+			}
+			seen[d] = true
+		}
+	}
+	restart := func(what string) {
+		t.Helper()
+		p := e.start()
+		publish(p)
+		check(what + ", after a restart")
+		if code := p.stop(t, 30*time.Second); code != 0 {
+			t.Fatalf("%s: exit %d", what, code)
+		}
+	}
+
+	// start: earliest (the oldest file, whose Gtid_list names domain 5).
+	p := e.start("--start", "earliest")
+	publish(p)
+	check("start earliest")
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	restart("start earliest")
+
+	// start: <file>:<pos> past the file's start, on a new key.
+	e.key += ":filepos"
+	f, pos := e.masterPos()
+	p = e.start("--start", fmt.Sprintf("%s:%d", f, pos))
+	check("start file:pos (first checkpoint)")
+	publish(p)
+	check("start file:pos")
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	restart("start file:pos")
+}
+
+// Issue 12 item 2: a failover to a promoted replica set up from a backup
+// (its gtid_slave_pos taken from the primary's gtid_binlog_pos, so a
+// domain known to the primary only from history is in the replica's
+// gtid_slave_pos but never in its binlog) resumes from the stored GTID
+// set, instead of being refused as "GTID domain unknown to the server".
+func TestGTIDFailoverHistoryDomain(t *testing.T) {
+	e := newEnv(t)
+	e.positionMode = "gtid"
+	const history = "77-1-3" // the old primary's history domain
+	old := e.variable("@@gtid_slave_pos")
+	if hasDomain(e.variable("@@gtid_binlog_state"), 77) {
+		t.Skip("domain 77 is in this server's binlog; the test needs a domain it knows only from gtid_slave_pos")
+	}
+	slave := history
+	if old != "" {
+		slave = old + "," + history
+	}
+	e.exec(fmt.Sprintf("SET GLOBAL gtid_slave_pos = '%s'", slave))
+	t.Cleanup(func() { e.exec(fmt.Sprintf("SET GLOBAL gtid_slave_pos = '%s'", old)) })
+	e.insertRaw([]string{row("'message.created'", "1", 1, `'{}'`)})
+	// The checkpoint the old primary's publisher stored: this server's
+	// position (the replica replicated it) plus the history domain.
+	e.saveCheckpoint(checkpoint.Checkpoint{File: "primary-bin.000042", Pos: 4242, Flavor: "mariadb",
+		GTIDSet: e.variable("@@gtid_binlog_pos") + "," + history})
+	p := e.start()
+	_, gtid := e.insertRaw([]string{row("'message.created'", "1", 2, `'{}'`)})
+	recs := pollUntil(t, verify.NewConsumer(brokers, e.topic), 1, 30*time.Second)
+	if len(recs) != 1 || recs[0].Headers["seq_no"] != "2" {
+		t.Fatalf("after the failover: %d records %v, want the one row written after it", len(recs), recs)
+	}
+	e.waitCheckpointGTID(gtid)
+	if cp := e.checkpoint(); cp == nil || !strings.Contains(cp.GTIDSet, history) {
+		t.Errorf("the history domain was dropped from the stored set: %+v", cp)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
 }
