@@ -30,6 +30,9 @@ type Reader struct {
 
 	schema, table []byte
 	budget        *Budget
+	// noRows: rows events are not decoded and no Event is produced, only
+	// transactions and their positions (PositionAt's scan).
+	noRows bool
 	// findCommit returns the end_log_pos of the commit event of the
 	// transaction starting at file:start (set by Run: SHOW BINLOG EVENTS
 	// on a connection of its own); nil: unknown.
@@ -89,8 +92,8 @@ func (r *Reader) Run(ctx context.Context) error {
 		// byte budget downstream bounds memory, this keeps read-ahead small.
 		EventCacheCount: 128,
 		// Only the outbox table's INSERT rows are decoded, straight into
-		// Events where possible (fastrows.go).
-		RowsEventDecodeFunc: newRowsDecoder(r.cfg.Schema, r.cfg.Table).decode,
+		// Events where possible (fastrows.go); none with noRows.
+		RowsEventDecodeFunc: r.rowsDecodeFunc(),
 	})
 	defer syncer.Close()
 	if r.findCommit == nil {
@@ -181,6 +184,18 @@ func (r *Reader) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// rowsDecodeFunc returns the syncer's RowsEventDecodeFunc: the fast
+// decoder, or with noRows one that reads the event's header only.
+func (r *Reader) rowsDecodeFunc() func(*replication.RowsEvent, []byte) error {
+	if r.noRows {
+		return func(e *replication.RowsEvent, data []byte) error {
+			_, err := e.DecodeHeader(data)
+			return err
+		}
+	}
+	return newRowsDecoder(r.cfg.Schema, r.cfg.Table).decode
 }
 
 // checksumFailed tells whether the stream failed because an event after
@@ -348,6 +363,9 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 		return st.commit(h), nil
 	case *replication.RowsEvent:
 		st.body++
+		if st.r.noRows {
+			return nil, nil
+		}
 		if !isWriteRows(h.EventType) || !bytes.Equal(e.Table.Table, st.r.table) || !bytes.Equal(e.Table.Schema, st.r.schema) {
 			return nil, nil
 		}

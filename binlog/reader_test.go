@@ -782,3 +782,25 @@ func TestStateGTIDListKeepsHistory(t *testing.T) {
 		t.Fatalf("transactions %+v, want one ending with the set 0-1-5,5-1-3", got)
 	}
 }
+
+// PositionAt's scan (noRows) frames transactions without decoding rows: a
+// row that would not decode (here: a row image that does not match the
+// table) does not fail it, and no event is produced.
+func TestStateNoRows(t *testing.T) {
+	st := newState(t, mysql.MariaDBFlavor, "0-1-4")
+	st.r.noRows = true
+	bad := rowsEv(replication.WRITE_ROWS_EVENTv1, 700, outboxTM, []any{int64(1)})
+	var got []Txn
+	for _, e := range []*replication.BinlogEvent{mariaGTID(400, 5, replication.BINLOG_MARIADB_FL_TRANSACTIONAL), tableMapEv(480, outboxTM), bad, xid(731)} {
+		txn, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatalf("noRows decoded a row: %v", err)
+		}
+		if txn != nil {
+			got = append(got, *txn)
+		}
+	}
+	if len(got) != 1 || len(got[0].Events) != 0 || got[0].End.Pos != 731 {
+		t.Fatalf("transactions %+v", got)
+	}
+}

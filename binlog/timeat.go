@@ -50,6 +50,8 @@ func (s *Server) FirstEventTime(ctx context.Context, file string) (time.Time, er
 // t is effectively truncated to the second, and transactions committed
 // within the same second as t are all at or after it.
 //
+// Rows are not decoded (the scan only reads commit times).
+//
 // It picks the newest file in SHOW BINARY LOGS whose first event is before
 // t (by FirstEventTime, newest first), then reads transactions forward from
 // its offset 4 with a Reader (columns as for NewReader) up to end, the end
@@ -88,6 +90,9 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 		return end, nil
 	}
 	r := NewReader(s.cfg, s.flavor, columns, from, s.log)
+	// Only commit times are looked at: rows are not decoded, so that no
+	// row (published or not) can fail the scan.
+	r.noRows = true
 	if err := r.StopAt(end); err != nil {
 		return Position{}, err
 	}
