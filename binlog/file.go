@@ -95,9 +95,17 @@ func (e *FileError) Unwrap() error { return e.Err }
 // Files are read in the given order; a rotate event at the end of a file
 // must name the next file. Decoding failures, including panics inside the
 // go-mysql decoder, are returned as *FileError naming the file and the
-// offset of the event. A last file that ends inside an event or a
-// transaction ends the read cleanly after the last complete transaction
-// (Run returns nil, Result().Truncated says where).
+// offset of the event. A last file that really ends early (inside an
+// event whose header is consistent, or inside a transaction) ends the read
+// cleanly after the last complete transaction (Run returns nil,
+// Result().Truncated says where). Damage is an error wrapping
+// ErrCorruptEvent: an event whose recorded end (end_log_pos) is not its
+// offset plus its size (an event removed or resized before it, a corrupt
+// size field), a CRC32 mismatch, an event type that is neither framed nor
+// deliberately ignored (see eventKinds; unless LOG_EVENT_IGNORABLE_F), a
+// transaction opening while the previous one has no commit event. A file
+// that ends before its format description event does is an error wrapping
+// ErrTruncated, also when it is the last.
 type FileReader struct {
 	paths []string
 	cfg   FileConfig

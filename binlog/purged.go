@@ -433,3 +433,59 @@ func (s *Server) Retention() (Retention, error) {
 	}
 	return ret, nil
 }
+
+// CompleteGTIDSet returns p with the MariaDB domains its GTID set lacks
+// added from the server's GTID state at p's file:pos (BINLOG_GTID_POS:
+// the file's Gtid_list plus what follows), for a checkpoint stored before
+// the GTID history was kept (a domain known only from the oldest file's
+// Gtid_list then made CheckResume report a purge, and MariaDB refuses a
+// GTID dump whose state lacks a domain of the binlogs' history). It
+// completes the set only when p is this server's position: its file is on
+// the server and every domain p's set names has there the sequence number
+// p's set says; otherwise (another server, MySQL, no file) p is returned
+// as it is. Call it before CheckResume.
+func (s *Server) CompleteGTIDSet(p Position) (Position, error) {
+	if s.flavor != FlavorMariaDB || p.File == "" || p.GTIDSet == "" {
+		return p, nil
+	}
+	files, err := s.BinaryLogs()
+	if err != nil {
+		return p, err
+	}
+	if !slices.Contains(files, p.File) {
+		return p, nil
+	}
+	at, err := s.GTIDSetAt(p)
+	if err != nil || at == "" {
+		return p, err
+	}
+	set, ok, err := completeSet(p.GTIDSet, at)
+	if err != nil {
+		return p, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
+	}
+	if ok {
+		p.GTIDSet = set
+	}
+	return p, nil
+}
+
+// completeSet adds to the MariaDB GTID set stored the domains of at that
+// it lacks, when every domain of stored has in at the same sequence
+// number (ok false, stored unchanged, otherwise). One GTID per domain.
+func completeSet(stored, at string) (string, bool, error) {
+	st, err := latestPerDomain(stored)
+	if err != nil {
+		return stored, false, err
+	}
+	here, err := latestPerDomain(at)
+	if err != nil {
+		return stored, false, err
+	}
+	for d, g := range st {
+		if h, ok := here[d]; !ok || h.SequenceNumber != g.SequenceNumber {
+			return stored, false, nil
+		}
+	}
+	out, err := mergeLatest(stored, at)
+	return out, err == nil, err
+}

@@ -169,3 +169,22 @@ func TestNormalizeGTIDSet(t *testing.T) {
 		t.Errorf("malformed: %v", err)
 	}
 }
+
+// An old checkpoint's set lacking a history domain is completed from the
+// server's state at its position, only when it agrees with it.
+func TestCompleteSet(t *testing.T) {
+	for _, c := range []struct {
+		stored, at, want string
+		ok               bool
+	}{
+		{"0-1-100", "0-1-100,5-1-3", "0-1-100,5-1-3", true},
+		{"0-1-100,5-1-3", "0-1-100,5-1-3", "0-1-100,5-1-3", true},
+		{"0-1-100", "0-1-99,5-1-3", "0-1-100", false}, // not this server's position
+		{"0-1-100,7-1-1", "0-1-100,5-1-3", "0-1-100,7-1-1", false},
+	} {
+		got, ok, err := completeSet(c.stored, c.at)
+		if err != nil || got != c.want || ok != c.ok {
+			t.Errorf("completeSet(%q, %q) = %q, %v, %v; want %q, %v", c.stored, c.at, got, ok, err, c.want, c.ok)
+		}
+	}
+}

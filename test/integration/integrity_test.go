@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/verify"
+	"go.uber.org/zap"
 )
 
 // insertRaw commits one transaction inserting rows into e's outbox, each
@@ -465,5 +467,51 @@ func TestReplayByTimePastNullRow(t *testing.T) {
 	}
 	if recs := pollUntil(t, verify.NewConsumer(brokers, topic), 2, 30*time.Second); len(recs) != 2 {
 		t.Fatalf("%d records replayed, want the 2 rows after --from", len(recs))
+	}
+}
+
+// Issue 12 item 2: a checkpoint stored before the GTID history was kept
+// (its set lacks a domain known only from the oldest file's Gtid_list) is
+// completed from the server's state at its position, after which the
+// resume check no longer reports a purge.
+func TestCompleteGTIDSetOldCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	e.exec("SET SESSION gtid_domain_id = 6",
+		fmt.Sprintf("INSERT INTO `%s` (event_type, conversation_id, message_id, seq_no, sender_id, receiver_id, payload) VALUES ('history', 9, 9, 9, 1, 2, '{}')", e.outbox))
+	e.exec("FLUSH BINARY LOGS")
+	cur, _ := e.masterPos()
+	e.purgeTo(cur)
+	end, gtid := e.insertRaw([]string{row("'message.created'", "1", 1, `'{}'`)})
+	cfg := binlog.DefaultConfig()
+	cfg.Addr, cfg.User, cfg.Password, cfg.Schema, cfg.Table, cfg.PositionMode = mysqlAddr, mysqlUser, mysqlPass, mysqlDB, e.outbox, binlog.ModeGTID
+	srv, err := binlog.Connect(context.Background(), cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	// The old checkpoint: this server's position, the history domain left out.
+	var set []string
+	for _, g := range strings.Split(e.variable("@@gtid_binlog_pos"), ",") {
+		if !strings.HasPrefix(g, "6-") {
+			set = append(set, g)
+		}
+	}
+	old := binlog.Position{File: end.file, Pos: end.pos, GTID: gtid, GTIDSet: strings.Join(set, ",")}
+	if pg, err := srv.CheckResume(old); err != nil || pg == nil {
+		t.Fatalf("the old checkpoint %s: CheckResume = %+v, %v; want a purge of domain 6 reported (the case to fix)", old.GTIDSet, pg, err)
+	}
+	done, err := srv.CompleteGTIDSet(old)
+	if err != nil || !hasDomain(done.GTIDSet, 6) {
+		t.Fatalf("CompleteGTIDSet = %+v, %v: want domain 6 added", done, err)
+	}
+	if pg, err := srv.CheckResume(done); err != nil || pg != nil {
+		t.Fatalf("completed %s: CheckResume = %+v, %v; want no purge", done.GTIDSet, pg, err)
+	}
+	// Another server's position (a sequence number this file does not
+	// have there) is left as it is.
+	other := old
+	other.GTIDSet = "0-1-999999"
+	if got, err := srv.CompleteGTIDSet(other); err != nil || got.GTIDSet != other.GTIDSet {
+		t.Fatalf("CompleteGTIDSet(another server's set) = %+v, %v", got, err)
 	}
 }
