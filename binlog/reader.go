@@ -201,12 +201,15 @@ func (r *Reader) rowsDecodeFunc() func(*replication.RowsEvent, []byte) error {
 // checksumFailed tells whether the stream failed because an event after
 // from (the last complete transaction's end) has a checksum that does not
 // match (corruptAfter reads the binlog again), and where that event
-// starts; only for a failure that is neither the server's nor the
-// network's.
+// starts; only for a failure in decoding an event, not for one of the
+// server (an error packet) or of the connection (go-mysql wraps every
+// read failure, a read timeout included, in mysql.ErrBadConn), so that a
+// reconnect is not delayed.
 func (r *Reader) checksumFailed(ctx context.Context, err error, from Position) (Position, bool, error) {
 	var me *mysql.MyError
 	var ne net.Error
-	if errors.As(err, &me) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || from.File == "" || from.Pos < 4 {
+	if errors.As(err, &me) || errors.As(err, &ne) || errors.Is(err, mysql.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || from.File == "" || from.Pos < 4 {
 		return Position{}, false, nil
 	}
 	return corruptAfter(ctx, r.cfg, r.flavor, from, r.log)
