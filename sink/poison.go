@@ -86,11 +86,13 @@ func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 	return nil, nil
 }
 
-// checkEvent is Check for the Writer: an event the reader could not
-// decode (e.Err) is poison whatever its record, and a record for the
-// dead-letter topic deadLetter (non-empty) is poison (ReasonInvalidTopic,
-// ErrDeadLetterTopic); then Check.
-func checkEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
+// CheckEvent is Check for an event and its routed record, as the Writer
+// applies it (and "dead-letter republish" should): an event the reader
+// could not decode (e.Err) is poison whatever its record
+// (ReasonUndecodable), and a record for the dead-letter topic deadLetter
+// (non-empty: kafka.dead-letter-topic) is poison (ReasonInvalidTopic,
+// ErrDeadLetterTopic); otherwise Check decides.
+func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
 	if e.Err != nil {
 		return &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}, nil
 	}

@@ -207,7 +207,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	for i := range txn.Events {
 		e := &txn.Events[i]
 		m, err := w.router.Route(e, own)
-		p, err := checkEvent(e, &m, err, w.cfg.BatchBytes, w.cfg.DeadLetterTopic)
+		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes, w.cfg.DeadLetterTopic)
 		if err != nil {
 			return &WriteError{EventID: fmt.Sprint(e.ID), Topic: m.Topic, Pos: own, Err: err}
 		}
