@@ -81,33 +81,40 @@ func newColumnMap(names []string) (columnMap, error) {
 	return m, nil
 }
 
-// decodeRow turns one row image into an Event.
+// decodeRow turns one row image into an Event. A row image that does not
+// match the table (a schema change) is an error; a value that cannot be
+// decoded (NULL in an outbox column, a type or range the field cannot
+// hold) leaves the Event with Err set (wrapping ErrDecode, naming the first
+// such column) and every other field decoded: a poison event for the sink.
 func (m *columnMap) decodeRow(row []any) (Event, error) {
 	if len(row) != m.n {
 		return Event{}, fmt.Errorf("%w: row has %d columns, the table has %d (schema changed under the publisher?)", ErrDecode, len(row), m.n)
 	}
-	var (
-		e   Event
-		err error
-	)
+	var e Event
 	field := func(col string, i int, f func(any) error) {
-		if err != nil {
-			return
-		}
-		if ferr := f(row[i]); ferr != nil {
-			err = fmt.Errorf("%w: column %s: %v", ErrDecode, col, ferr)
+		if ferr := f(row[i]); ferr != nil && e.Err == nil {
+			e.Err = fmt.Errorf("%w: column %s: %v", ErrDecode, col, ferr)
 		}
 	}
 	field(ColID, m.id, func(v any) (err error) { e.ID, err = asUint64(v); return })
 	field(ColEventType, m.eventType, func(v any) (err error) { e.EventType, err = asString(v); return })
-	field(ColConversationID, m.conversationID, func(v any) (err error) { e.ConversationID, err = asInt64(v); return })
+	field(ColConversationID, m.conversationID, func(v any) error {
+		if u, ok := v.(uint64); ok {
+			// BIGINT UNSIGNED (signedness metadata): every value is a key.
+			e.ConversationID, e.ConversationUnsigned = int64(u), true
+			return nil
+		}
+		var err error
+		e.ConversationID, err = asInt64(v)
+		return err
+	})
 	field(ColMessageID, m.messageID, func(v any) (err error) { e.MessageID, err = asInt64(v); return })
 	field(ColSeqNo, m.seqNo, func(v any) (err error) { e.SeqNo, err = asInt64(v); return })
 	field(ColSenderID, m.senderID, func(v any) (err error) { e.SenderID, err = asInt64(v); return })
 	field(ColReceiverID, m.receiverID, func(v any) (err error) { e.ReceiverID, err = asInt64(v); return })
 	field(ColPayload, m.payload, func(v any) (err error) { e.Payload, err = asBytes(v); return })
 	field(ColCreatedAt, m.createdAt, func(v any) (err error) { e.CreatedAt, err = asTimeString(v, m.createdAtDec); return })
-	return e, err
+	return e, nil
 }
 
 func asUint64(v any) (uint64, error) {

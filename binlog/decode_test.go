@@ -108,7 +108,8 @@ func TestDecodeRow(t *testing.T) {
 		name    string
 		row     []any
 		want    Event
-		wantErr string // substring of the ErrDecode error; empty: success
+		wantErr string // substring of the ErrDecode error (Event.Err for a value, the error for the row's shape); empty: success
+		wantID  uint64 // with a value error, the id still decoded
 	}{
 		{
 			name: "signed BIGINT as int64, varchar string, JSON []byte (MariaDB LONGTEXT / MySQL JSON)",
@@ -119,8 +120,14 @@ func TestDecodeRow(t *testing.T) {
 		{
 			name: "unsigned BIGINT as uint64, payload as string",
 			row:  outboxRow(uint64(1<<63+5), []byte("conversation.updated"), uint64(1), uint64(2), uint64(3), uint64(4), uint64(5), string(payload), "2026-11-29 10:00:00.123456"),
-			want: Event{ID: 1<<63 + 5, EventType: "conversation.updated", ConversationID: 1, MessageID: 2, SeqNo: 3,
+			want: Event{ID: 1<<63 + 5, EventType: "conversation.updated", ConversationID: 1, ConversationUnsigned: true, MessageID: 2, SeqNo: 3,
 				SenderID: 4, ReceiverID: 5, Payload: payload, CreatedAt: "2026-11-29 10:00:00.123456"},
+		},
+		{
+			name: "unsigned conversation_id at or above 2^63 is kept (the record key is its decimal value)",
+			row:  outboxRow(uint64(7), "e", uint64(1<<63+9), int64(2), int64(3), int64(4), int64(5), payload, "2026-11-29 10:00:00"),
+			want: Event{ID: 7, EventType: "e", ConversationID: -1<<63 + 9, ConversationUnsigned: true, MessageID: 2, SeqNo: 3,
+				SenderID: 4, ReceiverID: 5, Payload: payload, CreatedAt: "2026-11-29 10:00:00"},
 		},
 		{
 			name: "unsigned BIGINT id without signedness metadata arrives as negative int64",
@@ -183,8 +190,15 @@ func TestDecodeRow(t *testing.T) {
 		},
 		{
 			name:    "NULL payload",
-			row:     outboxRow(int64(1), "e", int64(1), int64(1), int64(1), int64(1), int64(1), nil, "x"),
+			row:     outboxRow(int64(77), "e", int64(1), int64(1), int64(1), int64(1), int64(1), nil, "x"),
 			wantErr: "column payload: NULL",
+			wantID:  77,
+		},
+		{
+			name:    "signed message_id column with an unsigned value above 2^63",
+			row:     outboxRow(int64(78), "e", int64(1), uint64(1<<63), int64(1), int64(1), int64(1), payload, "x"),
+			wantErr: "column message_id: 9223372036854775808 does not fit",
+			wantID:  78,
 		},
 		{
 			name:    "first failing column is reported",
@@ -231,6 +245,14 @@ func TestDecodeRow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := m.decodeRow(c.row)
 			if c.wantErr != "" {
+				if err == nil && got.Err != nil {
+					// A value that cannot be decoded is a poison event,
+					// not an error that stops the reader.
+					err = got.Err
+					if c.wantID != 0 && got.ID != c.wantID {
+						t.Errorf("id %d, want %d", got.ID, c.wantID)
+					}
+				}
 				if !errors.Is(err, ErrDecode) {
 					t.Fatalf("err = %v, want ErrDecode", err)
 				}

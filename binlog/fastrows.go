@@ -428,9 +428,10 @@ func (p *rowPlan) event(vals *[9][]byte) (Event, bool) {
 	u := binary.LittleEndian.Uint64(vals[0])
 	e.ID = u // BIGINT UNSIGNED or the bit pattern of a signed one, as asUint64
 	e.EventType = string(vals[1])
+	e.ConversationUnsigned = p.unsigned[p.cols[2]] // decodeRow: every BIGINT UNSIGNED value is a key
 	for k, dst := range [...]*int64{&e.ConversationID, &e.MessageID, &e.SeqNo, &e.SenderID, &e.ReceiverID} {
 		v := binary.LittleEndian.Uint64(vals[2+k])
-		if p.unsigned[p.cols[2+k]] && v > math.MaxInt64 {
+		if k > 0 && p.unsigned[p.cols[2+k]] && v > math.MaxInt64 {
 			return Event{}, false // asInt64 refuses it: let go-mysql's path report it
 		}
 		*dst = int64(v)

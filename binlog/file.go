@@ -96,9 +96,17 @@ func (e *FileError) Unwrap() error { return e.Err }
 // Files are read in the given order; a rotate event at the end of a file
 // must name the next file. Decoding failures, including panics inside the
 // go-mysql decoder, are returned as *FileError naming the file and the
-// offset of the event. A last file that ends inside an event or a
-// transaction ends the read cleanly after the last complete transaction
-// (Run returns nil, Result().Truncated says where).
+// offset of the event. A last file that really ends early (inside an
+// event whose header is consistent, or inside a transaction) ends the read
+// cleanly after the last complete transaction (Run returns nil,
+// Result().Truncated says where). Damage is an error wrapping
+// ErrCorruptEvent: an event whose recorded end (end_log_pos) is not its
+// offset plus its size (an event removed or resized before it, a corrupt
+// size field), a CRC32 mismatch, an event type that is neither framed nor
+// deliberately ignored (see eventKinds; unless LOG_EVENT_IGNORABLE_F), a
+// transaction opening while the previous one has no commit event. A file
+// that ends before its format description event does is an error wrapping
+// ErrTruncated, also when it is the last.
 type FileReader struct {
 	paths []string
 	cfg   FileConfig
@@ -267,10 +275,17 @@ func (fr *fileRun) readFile(base string, rd io.Reader, size int64, last bool) (d
 	if fr.started && fr.rotateTo != "" && fr.rotateTo != base {
 		return true, ferr(0, fmt.Errorf("%w: the previous file ends with a rotate to %s, but the next file given is %s; pass the files in binlog index order without gaps", ErrFileOrder, fr.rotateTo, base))
 	}
+	// A file that ends before its format description event has nothing
+	// that can be read, not even its format: an error, not a truncated
+	// backup with nothing to replay.
+	noFDE := func(off int64, format string, a ...any) (bool, error) {
+		return true, ferr(off, fmt.Errorf("%w: %s, before its format description event ends: the file holds no readable event; copy it again from the server",
+			ErrTruncated, fmt.Sprintf(format, a...)))
+	}
 	var magic [4]byte
 	if n, err := io.ReadFull(rd, magic[:]); err != nil {
 		if bytes.Equal(magic[:n], replication.BinLogFileHeader[:n]) {
-			return truncated(int64(n), "file ends inside the 4-byte magic number (%d bytes)", n)
+			return noFDE(0, "the file ends inside the 4-byte magic number (%d bytes)", n)
 		}
 		return true, ferr(0, fmt.Errorf("%w: %v", ErrNotBinlog, err))
 	}
@@ -317,20 +332,40 @@ func (fr *fileRun) readFile(base string, rd io.Reader, size int64, last bool) (d
 			return true, nil
 		}
 		n, err := io.ReadFull(rd, hdr[:])
+		if err == io.EOF && !sawFDE {
+			return noFDE(off, "the file ends at %d", off)
+		}
 		if err == io.EOF {
 			break
 		}
 		if err == io.ErrUnexpectedEOF {
+			if !sawFDE {
+				return noFDE(off, "the file ends inside the first event header (%d of %d bytes)", n, replication.EventHeaderSize)
+			}
 			return truncated(off, "event header: %d of %d bytes", n, replication.EventHeaderSize)
 		}
 		if err != nil {
 			return true, ferr(off, err)
 		}
 		evSize := int64(binary.LittleEndian.Uint32(hdr[9:13]))
+		typ := replication.EventType(hdr[4])
 		if evSize < replication.EventHeaderSize || evSize > maxEventSize {
 			return true, ferr(off, fmt.Errorf("%w: event size %d out of range [%d, %d]", ErrCorruptEvent, evSize, replication.EventHeaderSize, maxEventSize))
 		}
+		// Every event records where it ends (end_log_pos): in the file's
+		// own coordinates it is its offset plus its size. A mismatch is a
+		// removed or resized event before it, or a corrupt header (the
+		// size field included), not a file that ends early. Events copied
+		// from another server (a relay log: after a rotate naming another
+		// file) carry that server's positions and are not checked.
+		if logPos := int64(binary.LittleEndian.Uint32(hdr[13:17])); logPos != 0 && logPos != off+evSize && fr.ownPositions(base) {
+			return true, ferr(off, fmt.Errorf("%w: the %s event at %d records end_log_pos %d, but its size field (%d bytes) makes it end at %d: an event before it was removed or resized, or its header is corrupt",
+				ErrCorruptEvent, typ, off, logPos, evSize, off+evSize))
+		}
 		if size >= 0 && off+evSize > size {
+			if !sawFDE {
+				return noFDE(off, "event of %d bytes, the file has %d left", evSize, size-off)
+			}
 			return truncated(off, "event of %d bytes, the file has %d left", evSize, size-off)
 		}
 		if int64(cap(buf)) < evSize {
@@ -344,7 +379,6 @@ func (fr *fileRun) readFile(base string, rd io.Reader, size int64, last bool) (d
 			}
 			return true, ferr(off, err)
 		}
-		typ := replication.EventType(hdr[4])
 		if !sawFDE && typ != replication.FORMAT_DESCRIPTION_EVENT {
 			return true, ferr(off, fmt.Errorf("%w: first event is %s, want FORMAT_DESCRIPTION_EVENT (binlog format v4, MySQL 5.0+ / MariaDB)", ErrCorruptEvent, typ))
 		}
@@ -363,6 +397,21 @@ func (fr *fileRun) readFile(base string, rd io.Reader, size int64, last bool) (d
 			if err := verifyChecksum(buf); err != nil {
 				return true, ferr(off, err)
 			}
+		}
+		if kind := eventKinds[typ]; kind == kindUnknown {
+			if binary.LittleEndian.Uint16(hdr[17:19])&replication.LOG_EVENT_IGNORABLE_F != 0 {
+				// MySQL's rule: an event a reader does not know may be
+				// skipped when it says it can be (Log_event::LOG_EVENT_IGNORABLE_F).
+				off += evSize
+				buf = buf[:0]
+				continue
+			}
+			inTxn := ""
+			if fr.st != nil && fr.st.inTxn {
+				inTxn = fmt.Sprintf(" inside the transaction that began at %d (its outbox rows would be lost)", fr.st.txnStart)
+			}
+			return true, ferr(off, fmt.Errorf("%w: unknown event type %d%s: the file is corrupt or from a server version this reader does not know; nothing after %s was read",
+				ErrCorruptEvent, byte(typ), inTxn, r.res.End.FilePos()))
 		}
 		fr.curType = typ
 		if typ == replication.MARIADB_QUERY_COMPRESSED_EVENT {
@@ -513,6 +562,56 @@ func verifyChecksum(ev []byte) error {
 		}
 	}
 	return fmt.Errorf("%w: %s event: CRC32 checksum mismatch", ErrCorruptEvent, replication.EventType(ev[4]))
+}
+
+// Event kinds of the file reader: every event type it may meet is either
+// framed (decoded and passed to the state machine: transactions, rows,
+// GTIDs, rotations) or deliberately ignored (it carries nothing the
+// publisher needs: session variables of statement-based logging, GTID
+// bookkeeping, annotations, heartbeats, statement-based LOAD DATA of other
+// tables, an incident marker, which the server follows with a rotate).
+// Any other type is fatal unless flagged LOG_EVENT_IGNORABLE_F.
+type eventKind uint8
+
+const (
+	kindUnknown eventKind = iota
+	kindFramed
+	kindIgnored
+)
+
+var eventKinds = func() map[replication.EventType]eventKind {
+	m := map[replication.EventType]eventKind{}
+	for _, t := range []replication.EventType{
+		replication.FORMAT_DESCRIPTION_EVENT, replication.ROTATE_EVENT, replication.QUERY_EVENT, replication.XID_EVENT,
+		replication.TABLE_MAP_EVENT, replication.WRITE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv0,
+		replication.WRITE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv1,
+		replication.WRITE_ROWS_EVENTv2, replication.UPDATE_ROWS_EVENTv2, replication.DELETE_ROWS_EVENTv2, replication.PARTIAL_UPDATE_ROWS_EVENT,
+		replication.GTID_EVENT, replication.ANONYMOUS_GTID_EVENT, replication.GTID_TAGGED_LOG_EVENT, replication.XA_PREPARE_LOG_EVENT,
+		replication.TRANSACTION_PAYLOAD_EVENT, replication.MARIADB_GTID_EVENT, replication.MARIADB_GTID_LIST_EVENT,
+		replication.MARIADB_QUERY_COMPRESSED_EVENT, replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1,
+		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1,
+	} {
+		m[t] = kindFramed
+	}
+	for _, t := range []replication.EventType{
+		replication.START_EVENT_V3, replication.STOP_EVENT, replication.INTVAR_EVENT, replication.RAND_EVENT, replication.USER_VAR_EVENT,
+		replication.LOAD_EVENT, replication.SLAVE_EVENT, replication.CREATE_FILE_EVENT, replication.APPEND_BLOCK_EVENT,
+		replication.EXEC_LOAD_EVENT, replication.DELETE_FILE_EVENT, replication.NEW_LOAD_EVENT, replication.BEGIN_LOAD_QUERY_EVENT,
+		replication.EXECUTE_LOAD_QUERY_EVENT, replication.INCIDENT_EVENT, replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2,
+		replication.IGNORABLE_EVENT, replication.ROWS_QUERY_EVENT, replication.PREVIOUS_GTIDS_EVENT, replication.TRANSACTION_CONTEXT_EVENT,
+		replication.VIEW_CHANGE_EVENT, replication.MARIADB_ANNOTATE_ROWS_EVENT, replication.MARIADB_BINLOG_CHECKPOINT_EVENT,
+		replication.MARIADB_START_ENCRYPTION_EVENT,
+	} {
+		m[t] = kindIgnored
+	}
+	return m
+}()
+
+// ownPositions reports whether the events of file base carry positions in
+// its own coordinates: true unless a rotate event in it named another file
+// (a relay log, whose events keep the source server's positions).
+func (fr *fileRun) ownPositions(base string) bool {
+	return fr.st == nil || fr.st.file == "" || fr.st.file == base
 }
 
 // init sets the flavor from the first format description event and

@@ -44,25 +44,26 @@ func fxEnd(file string, pos uint32, seq string) Position {
 // fxWant is what the live Reader emitted for mariadb-bin.000006:4 up to
 // mariadb-bin.000007:2147 on the server that wrote testdata/outbox (checked
 // with reflect.DeepEqual against NewReader on that server when the files
-// were captured; positions from mariadb-binlog).
+// were captured; positions from mariadb-binlog; an event's Pos is where its
+// row event starts).
 var fxWant = []Txn{
 	{End: fxEnd(fx6, 979, "3154")},  // CREATE TABLE fx_message
 	{End: fxEnd(fx6, 2061, "3155")}, // CREATE TABLE fx_outbox
 	{Events: []Event{ // fx_message row and one outbox row
-		fxEvent(1, "message.created", 7001, 501, 1, 11, 12, `{"message_id": 501, "content": "hello"}`, "2026-01-02 03:04:05", fx6, 3179, "0-1-3156"),
+		fxEvent(1, "message.created", 7001, 501, 1, 11, 12, `{"message_id": 501, "content": "hello"}`, "2026-01-02 03:04:05", fx6, 3009, "0-1-3156"),
 	}, End: fxEnd(fx6, 3210, "3156")},
 	{Events: []Event{ // one multi-row INSERT
-		fxEvent(2, "message.created", 7001, 502, 2, 12, 11, `{"n":2}`, "2026-01-02 03:04:06", fx6, 4306, "0-1-3157"),
-		fxEvent(3, "message.created", 7002, 503, 1, 13, 14, `{"n":3,"nested":{"a":[1,2,3]}}`, "2026-01-02 03:04:07", fx6, 4306, "0-1-3157"),
-		fxEvent(4, "conversation.updated", 7001, 502, 2, 12, 11, `{ "odd" :  "spacing" }`, "2026-01-02 03:04:08", fx6, 4306, "0-1-3157"),
+		fxEvent(2, "message.created", 7001, 502, 2, 12, 11, `{"n":2}`, "2026-01-02 03:04:06", fx6, 3917, "0-1-3157"),
+		fxEvent(3, "message.created", 7002, 503, 1, 13, 14, `{"n":3,"nested":{"a":[1,2,3]}}`, "2026-01-02 03:04:07", fx6, 3917, "0-1-3157"),
+		fxEvent(4, "conversation.updated", 7001, 502, 2, 12, 11, `{ "odd" :  "spacing" }`, "2026-01-02 03:04:08", fx6, 3917, "0-1-3157"),
 	}, End: fxEnd(fx6, 4337, "3157")},
 	{Events: []Event{ // inserted then deleted in the same transaction: still published
-		fxEvent(5, "message.created", 7003, 505, 1, 15, 16, `{"deleted":"in the same txn"}`, "2026-01-02 03:04:09", fx6, 5020, "0-1-3158"),
+		fxEvent(5, "message.created", 7003, 505, 1, 15, 16, `{"deleted":"in the same txn"}`, "2026-01-02 03:04:09", fx6, 4860, "0-1-3158"),
 	}, End: fxEnd(fx6, 5498, "3158")},
 	{End: fxEnd(fx6, 6214, "3159")}, // UPDATE of the outbox: ignored
 	{Events: []Event{ // after the rotate
-		fxEvent(6, "message.created", 7001, 506, 3, 11, 12, `{"emoji":"😀 ünïcödé"}`, "2026-01-02 03:04:10", fx7, 1025, "0-1-3160"),
-		fxEvent(7, "message.created", 7002, 507, 2, 14, 13, `[]`, "2026-01-02 03:04:11", fx7, 1612, "0-1-3160"),
+		fxEvent(6, "message.created", 7001, 506, 3, 11, 12, `{"emoji":"😀 ünïcödé"}`, "2026-01-02 03:04:10", fx7, 866, "0-1-3160"),
+		fxEvent(7, "message.created", 7002, 507, 2, 14, 13, `[]`, "2026-01-02 03:04:11", fx7, 1479, "0-1-3160"),
 	}, End: fxEnd(fx7, 1643, "3160")},
 	{End: fxEnd(fx7, 2147, "3161")}, // fx_message only
 }
@@ -231,8 +232,10 @@ func eventStarts(t *testing.T, b []byte) []int64 {
 	return append(offs, int64(len(b)))
 }
 
-// A copy of the last file cut at any byte ends after the last complete
-// transaction before the cut, and says where it stopped; never an error.
+// A copy of the last file cut at any byte after its format description
+// event ends after the last complete transaction before the cut, and says
+// where it stopped; never an error. Cut before that event ends, the file
+// holds nothing readable: an error wrapping ErrTruncated.
 func TestFileReaderTruncatedLastFile(t *testing.T) {
 	full, err := os.ReadFile(fxFiles[1])
 	if err != nil {
@@ -248,6 +251,12 @@ func TestFileReaderTruncatedLastFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, res, err := fileRead(t, []string{fxFiles[0], cutPath}, fxCfg)
+		if cut < 256 { // the format description event is 4..256
+			if !errors.Is(err, ErrTruncated) || len(got) != 6 {
+				t.Fatalf("cut at %d (inside the format description event): %d transactions, err %v; want the first file's 6 and ErrTruncated", cut, len(got), err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
@@ -378,13 +387,17 @@ var fixtureCases = []fixtureCase{
 	// Starts with a rotate event to master-bin.000003 (a file received by a
 	// replica): positions follow the name it gives, like a live stream.
 	{file: "binlog_savepoint.000001", txns: 1, end: "master-bin.000003:868"},
-	{file: "binlog_transaction.000001", txns: 6, end: "binlog_transaction.000001:1626"},
+	// BEGIN … ROLLBACK (a rolled-back transaction that touched a
+	// non-transactional table) is an event group of its own.
+	{file: "binlog_transaction.000001", txns: 9, end: "binlog_transaction.000001:1626"},
 	{file: "binlog_transaction_previous_GTID_no_tag.000001", txns: 0},
 	{file: "binlog_transaction_with_GTID.000001", txns: 3, end: "binlog_transaction_with_GTID.000001:766"},
 	{file: "binlog_transaction_with_GTID_TAG.000001", txns: 1, end: "binlog_transaction_with_GTID_TAG.000001:541"},
 	{file: "binlog_transaction_with_anonymous_GTID.000001", txns: 2, end: "binlog_transaction_with_anonymous_GTID.000001:590"},
 	// 14 bytes: the magic number and 10 bytes of a header.
-	{file: "binlog_truncated_event.000001", txns: 0, truncated: 4},
+	// Cut inside its format description event: nothing can be read, an
+	// error rather than a truncated backup with nothing to replay.
+	{file: "binlog_truncated_event.000001", txns: 0, wantErr: ErrTruncated, errOffset: 4},
 	// A format description event, then 9 bytes of the next header.
 	{file: "binlog_truncated_prev_gtid_event.000001", txns: 0, truncated: 120},
 	{file: "bug11747887-bin.000003", txns: 4, end: "bug11747887-bin.000003:710"},

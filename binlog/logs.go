@@ -163,3 +163,41 @@ func (s *Server) GTIDSetAt(p Position) (string, error) {
 	set, _ := r.GetString(0, 0)
 	return set, nil
 }
+
+// commitLookupBatch is how many events one SHOW BINLOG EVENTS of
+// findCommit lists.
+const commitLookupBatch = 1000
+
+// findCommit returns the end_log_pos of the commit event (Xid, Query
+// COMMIT or ROLLBACK, XA_prepare) of the transaction whose first event
+// (GTID, or BEGIN) starts at file:start, listing the events after it with
+// SHOW BINLOG EVENTS (BINLOG MONITOR / REPLICATION CLIENT) in batches. A
+// transaction never spans files.
+func findCommit(exec func(string, ...any) (*mysql.Result, error), file string, start uint32) (uint32, error) {
+	q := "SHOW BINLOG EVENTS IN '" + strings.ReplaceAll(file, "'", "''") + "' FROM %d LIMIT %d"
+	from, first := start, true
+	for {
+		r, err := exec(fmt.Sprintf(q, from, commitLookupBatch))
+		if err != nil {
+			return 0, fmt.Errorf("binlog: look up the commit of the transaction at %s:%d: %w", file, start, err)
+		}
+		for i := 0; i < r.RowNumber(); i++ {
+			typ, _ := r.GetStringByName(i, "Event_type")
+			info, _ := r.GetStringByName(i, "Info")
+			end, _ := r.GetUintByName(i, "End_log_pos")
+			switch {
+			case typ == "Xid" || typ == "XA_prepare":
+				return uint32(end), nil
+			case typ == "Query" && (strings.EqualFold(info, "COMMIT") || strings.EqualFold(info, "ROLLBACK")):
+				return uint32(end), nil
+			case !first && (typ == "Gtid" || typ == "Anonymous_Gtid" || typ == "Rotate" || typ == "Stop"):
+				return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event before the %s event ending at %d", file, start, typ, end)
+			}
+			first = false
+			from = uint32(end)
+		}
+		if r.RowNumber() < commitLookupBatch {
+			return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event in the file (it ends at %d)", file, start, from)
+		}
+	}
+}

@@ -102,6 +102,12 @@ func (s *Server) CheckResume(p Position) (*Purged, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A domain the server's binlog never had may still be one it
+		// knows of: a promoted replica set up from a backup has the old
+		// primary's history in gtid_slave_pos, not in its binlog.
+		if slave, err := s.queryString("SELECT @@gtid_slave_pos"); err == nil && slave != "" {
+			state += "," + slave
+		}
 		if unknown, err := UnknownDomains(p.GTIDSet, state); err != nil {
 			return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
 		} else if len(unknown) > 0 {
@@ -210,6 +216,31 @@ func (s *Server) queryString(q string) (string, error) {
 	}
 	v, _ := r.GetString(0, 0)
 	return v, nil
+}
+
+// NormalizeGTIDSet returns a GTID set in one canonical form per flavor:
+// for MariaDB one GTID per domain (the one with the highest sequence
+// number: a raw @@gtid_binlog_state lists one per domain and server id,
+// and a position has one per domain, MariaDB KB "gtid_slave_pos"), in
+// domain order; for MySQL the set as go-mysql prints it. Errors wrap
+// ErrStart and name the set.
+func NormalizeGTIDSet(flavor, set string) (string, error) {
+	set = strings.TrimSpace(strings.ReplaceAll(set, "\n", ""))
+	if set == "" {
+		return "", nil
+	}
+	if flavor == FlavorMariaDB {
+		out, err := mergeLatest(set, "")
+		if err != nil {
+			return "", fmt.Errorf("%w: GTID set %q: %v", ErrStart, set, err)
+		}
+		return out, nil
+	}
+	g, err := mysql.ParseGTIDSet(flavor, set)
+	if err != nil {
+		return "", fmt.Errorf("%w: GTID set %q: %v", ErrStart, set, err)
+	}
+	return g.String(), nil
 }
 
 // latestPerDomain parses a MariaDB GTID list (gtid_binlog_state or a
@@ -398,4 +429,60 @@ func (s *Server) Retention() (Retention, error) {
 		}
 	}
 	return ret, nil
+}
+
+// CompleteGTIDSet returns p with the MariaDB domains its GTID set lacks
+// added from the server's GTID state at p's file:pos (BINLOG_GTID_POS:
+// the file's Gtid_list plus what follows), for a checkpoint stored before
+// the GTID history was kept (a domain known only from the oldest file's
+// Gtid_list then made CheckResume report a purge, and MariaDB refuses a
+// GTID dump whose state lacks a domain of the binlogs' history). It
+// completes the set only when p is this server's position: its file is on
+// the server and every domain p's set names has there the sequence number
+// p's set says; otherwise (another server, MySQL, no file) p is returned
+// as it is. Call it before CheckResume.
+func (s *Server) CompleteGTIDSet(p Position) (Position, error) {
+	if s.flavor != FlavorMariaDB || p.File == "" || p.GTIDSet == "" {
+		return p, nil
+	}
+	files, err := s.BinaryLogs()
+	if err != nil {
+		return p, err
+	}
+	if !slices.Contains(files, p.File) {
+		return p, nil
+	}
+	at, err := s.GTIDSetAt(p)
+	if err != nil || at == "" {
+		return p, err
+	}
+	set, ok, err := completeSet(p.GTIDSet, at)
+	if err != nil {
+		return p, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
+	}
+	if ok {
+		p.GTIDSet = set
+	}
+	return p, nil
+}
+
+// completeSet adds to the MariaDB GTID set stored the domains of at that
+// it lacks, when every domain of stored has in at the same sequence
+// number (ok false, stored unchanged, otherwise). One GTID per domain.
+func completeSet(stored, at string) (string, bool, error) {
+	st, err := latestPerDomain(stored)
+	if err != nil {
+		return stored, false, err
+	}
+	here, err := latestPerDomain(at)
+	if err != nil {
+		return stored, false, err
+	}
+	for d, g := range st {
+		if h, ok := here[d]; !ok || h.SequenceNumber != g.SequenceNumber {
+			return stored, false, nil
+		}
+	}
+	out, err := mergeLatest(stored, at)
+	return out, err == nil, err
 }

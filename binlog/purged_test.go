@@ -150,3 +150,41 @@ func TestConfigOnPurged(t *testing.T) {
 		}
 	}
 }
+
+// One entry per MariaDB domain, the highest sequence number, whatever the
+// order of a raw @@gtid_binlog_state.
+func TestNormalizeGTIDSet(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"0-2-150,0-1-100", "0-2-150"},
+		{"0-1-100,0-2-150", "0-2-150"},
+		{"5-1-3,0-1-9,0-2-4", "0-1-9,5-1-3"},
+		{" 0-1-9\n", "0-1-9"},
+		{"", ""},
+	} {
+		if got, err := NormalizeGTIDSet(FlavorMariaDB, c.in); err != nil || got != c.want {
+			t.Errorf("NormalizeGTIDSet(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if _, err := NormalizeGTIDSet(FlavorMariaDB, "0-1"); !errors.Is(err, ErrStart) {
+		t.Errorf("malformed: %v", err)
+	}
+}
+
+// An old checkpoint's set lacking a history domain is completed from the
+// server's state at its position, only when it agrees with it.
+func TestCompleteSet(t *testing.T) {
+	for _, c := range []struct {
+		stored, at, want string
+		ok               bool
+	}{
+		{"0-1-100", "0-1-100,5-1-3", "0-1-100,5-1-3", true},
+		{"0-1-100,5-1-3", "0-1-100,5-1-3", "0-1-100,5-1-3", true},
+		{"0-1-100", "0-1-99,5-1-3", "0-1-100", false}, // not this server's position
+		{"0-1-100,7-1-1", "0-1-100,5-1-3", "0-1-100,7-1-1", false},
+	} {
+		got, ok, err := completeSet(c.stored, c.at)
+		if err != nil || got != c.want || ok != c.ok {
+			t.Errorf("completeSet(%q, %q) = %q, %v, %v; want %q, %v", c.stored, c.at, got, ok, err, c.want, c.ok)
+		}
+	}
+}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
+	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
@@ -28,6 +31,13 @@ type Reader struct {
 	schema, table []byte
 	budget        *Budget
 	obs           Observer
+	// noRows: rows events are not decoded and no Event is produced, only
+	// transactions and their positions (PositionAt's scan).
+	noRows bool
+	// findCommit returns the end_log_pos of the commit event of the
+	// transaction starting at file:start (set by Run: SHOW BINLOG EVENTS
+	// on a connection of its own); nil: unknown.
+	findCommit func(file string, start uint32) (uint32, error)
 }
 
 // NewReader returns a Reader that starts at from. flavor is the detected
@@ -70,6 +80,10 @@ func (r *Reader) Run(ctx context.Context) error {
 		DisableRetrySync:      true,
 		MaxReconnectAttempts:  1,
 		RenderJSONAsMySQLText: true,
+		// go-mysql asks the server for event checksums
+		// (@master_binlog_checksum); verify each event's CRC32 before
+		// decoding it: a mismatch is fatal (classify).
+		VerifyChecksum: true,
 		// DATETIME and TIMESTAMP as time.Time, rendered by asTimeString
 		// (go-mysql's own text goes through fmt.Sprintf: a fifth of the
 		// CPU of a drain). TIMESTAMP text, where go-mysql still renders
@@ -82,10 +96,32 @@ func (r *Reader) Run(ctx context.Context) error {
 		// byte budget downstream bounds memory, this keeps read-ahead small.
 		EventCacheCount: 128,
 		// Only the outbox table's INSERT rows are decoded, straight into
-		// Events where possible (fastrows.go).
-		RowsEventDecodeFunc: newRowsDecoder(r.cfg.Schema, r.cfg.Table).decode,
+		// Events where possible (fastrows.go); none with noRows.
+		RowsEventDecodeFunc: r.rowsDecodeFunc(),
 	})
 	defer syncer.Close()
+	if r.findCommit == nil {
+		// The end of a transaction passed on in fragments (MariaDB has
+		// no transaction_length), on a plain SQL connection of its own,
+		// opened at the first such transaction.
+		var conn *client.Conn
+		defer func() {
+			if conn != nil {
+				conn.Close()
+			}
+		}()
+		r.findCommit = func(file string, start uint32) (uint32, error) {
+			if conn == nil {
+				c, err := Dial(ctx, r.cfg, "")
+				if err != nil {
+					return 0, fmt.Errorf("binlog: connect to %s to look up a transaction's end: %w", r.cfg.Addr, err)
+				}
+				conn = c
+			}
+			return findCommit(conn.Execute, file, start)
+		}
+		defer func() { r.findCommit = nil }()
+	}
 
 	st := &state{r: r, pos: r.from}
 	if r.stop == nil {
@@ -93,7 +129,13 @@ func (r *Reader) Run(ctx context.Context) error {
 		// straddling the stop must not be partly emitted.
 		st.chunk, st.chunkBytes = ChunkEvents, ChunkBytes
 	}
-	if st.gset, err = mysql.ParseGTIDSet(r.flavor, r.from.GTIDSet); err != nil {
+	// One GTID per MariaDB domain, the highest (go-mysql keeps the last
+	// listed, which for a raw gtid_binlog_state may be the older one).
+	from, err := NormalizeGTIDSet(r.flavor, r.from.GTIDSet)
+	if err != nil {
+		return fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, r.from.GTIDSet, err)
+	}
+	if st.gset, err = mysql.ParseGTIDSet(r.flavor, from); err != nil {
 		return fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, r.from.GTIDSet, err)
 	}
 	var streamer *replication.BinlogStreamer
@@ -116,7 +158,17 @@ func (r *Reader) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return &PositionError{Pos: st.resume(), Err: classify(err)}
+			if at, bad, cerr := r.checksumFailed(ctx, err, st.pos); cerr != nil {
+				r.log.Warn("could not read the binlog again to check event checksums", zap.String("file", st.pos.File), zap.Uint32("pos", st.pos.Pos), zap.Error(cerr))
+			} else if bad {
+				err = fmt.Errorf("%w: binlog event checksum mismatch in the event starting at %s: the server's binlog is damaged at that point (or was corrupted on the way); "+
+					"nothing from that transaction on was published: check the file with mariadb-binlog/mysqlbinlog --verify-binlog-checksum, and republish its transactions from an intact copy",
+					ErrCorruptEvent, at.FilePos())
+			}
+			if !errors.Is(err, ErrCorruptEvent) {
+				err = classify(err)
+			}
+			return &PositionError{Pos: st.resume(), Err: err}
 		}
 		if r.obs != nil && !st.inTxn && isHeartbeat(ev.Header.EventType) {
 			// The server sends heartbeats only when it has nothing newer:
@@ -141,6 +193,35 @@ func (r *Reader) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// rowsDecodeFunc returns the syncer's RowsEventDecodeFunc: the fast
+// decoder, or with noRows one that reads the event's header only.
+func (r *Reader) rowsDecodeFunc() func(*replication.RowsEvent, []byte) error {
+	if r.noRows {
+		return func(e *replication.RowsEvent, data []byte) error {
+			_, err := e.DecodeHeader(data)
+			return err
+		}
+	}
+	return newRowsDecoder(r.cfg.Schema, r.cfg.Table).decode
+}
+
+// checksumFailed tells whether the stream failed because an event after
+// from (the last complete transaction's end) has a checksum that does not
+// match (corruptAfter reads the binlog again), and where that event
+// starts; only for a failure in decoding an event, not for one of the
+// server (an error packet) or of the connection (go-mysql wraps every
+// read failure, a read timeout included, in mysql.ErrBadConn), so that a
+// reconnect is not delayed.
+func (r *Reader) checksumFailed(ctx context.Context, err error, from Position) (Position, bool, error) {
+	var me *mysql.MyError
+	var ne net.Error
+	if errors.As(err, &me) || errors.As(err, &ne) || errors.Is(err, mysql.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || from.File == "" || from.Pos < 4 {
+		return Position{}, false, nil
+	}
+	return corruptAfter(ctx, r.cfg, r.flavor, from, r.log)
 }
 
 // Fragment sizes of large transactions (see Txn.Partial).
@@ -196,14 +277,23 @@ func (r *Reader) SetBudget(b *Budget) { r.budget = b }
 // current file, GTID events to know the transaction's GTID, and BEGIN …
 // XID/COMMIT to frame transactions.
 type state struct {
-	r       *Reader
-	pos     Position // end of the last complete transaction
-	file    string   // current binlog file
-	gset    mysql.GTIDSet
-	gtid    string // GTID of the open transaction
-	inTxn   bool
-	events  []Event
-	columns map[uint64]*columnMap // by table id
+	r     *Reader
+	pos   Position // end of the last complete transaction
+	file  string   // current binlog file
+	gset  mysql.GTIDSet
+	gtid  string // GTID of the open transaction
+	inTxn bool
+	// txnStart is where the open transaction's first event (GTID, or
+	// BEGIN without GTIDs) starts; txnLen its transaction_length (MySQL
+	// GTID events; 0 unknown); body counts its events after the opening
+	// ones; commitAt caches commitPos.
+	txnStart uint32
+	fromGTID bool // txnStart is a GTID event's
+	txnLen   uint64
+	body     int
+	commitAt Position
+	events   []Event
+	columns  map[uint64]*columnMap // by table id
 	// chunk > 0 lets a transaction with more than chunk events (or
 	// chunkBytes payload bytes) go out in fragments (Txn.Partial) on
 	// ready, so that memory stays bounded; 0 keeps transactions whole.
@@ -250,15 +340,34 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 	case *replication.GTIDEvent:
 		// ANONYMOUS_GTID_EVENT (gtid_mode=OFF) decodes to a GTIDEvent with
 		// a zero SID: it names no transaction.
+		if err := st.opening(h); err != nil {
+			return nil, err
+		}
+		st.txnStart, st.txnLen, st.fromGTID = eventStart(h), e.TransactionLength, true
 		if h.EventType != replication.ANONYMOUS_GTID_EVENT {
 			st.setGTID(e)
 		}
 	case *replication.GtidTaggedLogEvent:
 		// MySQL 8.4 tagged GTID (uuid:tag:gno).
+		if err := st.opening(h); err != nil {
+			return nil, err
+		}
+		st.txnStart, st.txnLen, st.fromGTID = eventStart(h), e.TransactionLength, true
 		st.setGTID(&e.GTIDEvent)
+	case *replication.MariadbGTIDListEvent:
+		// The GTID state before this file (MariaDB writes it at the start
+		// of every binlog): domains known only from history (their
+		// transactions purged, or in older files) enter the tracked set
+		// here, so that the stored set stands for everything before the
+		// position.
+		st.mergeList(e.GTIDs)
 	case *replication.MariadbGTIDEvent:
+		if err := st.opening(h); err != nil {
+			return nil, err
+		}
 		st.gtid = e.GTID.String()
-		st.begin()
+		st.txnStart, st.fromGTID = eventStart(h), true
+		st.begin(h)
 		if e.IsStandalone() {
 			// DDL or other event group with no terminating COMMIT: it ends
 			// with its single query event.
@@ -267,14 +376,26 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 	case *replication.QueryEvent:
 		switch q := e.Query; {
 		case bytes.EqualFold(q, []byte("BEGIN")):
-			st.begin()
+			if err := st.opening(h); err != nil {
+				return nil, err
+			}
+			st.begin(h)
 		case bytes.EqualFold(q, []byte("COMMIT")):
+			return st.commit(h), nil
+		case st.inTxn && bytes.EqualFold(q, []byte("ROLLBACK")):
+			// A transaction that changed a non-transactional table and was
+			// rolled back is logged ending in ROLLBACK: its InnoDB rows
+			// (the outbox's) were rolled back, so none is published.
+			st.events, st.bytes = nil, 0
 			return st.commit(h), nil
 		case hasPrefixFold(q, "XA START"):
 			// An XA transaction ends at XA_PREPARE_LOG_EVENT; its outcome
 			// (XA COMMIT / XA ROLLBACK) comes later as an event group of
 			// its own (xa.go).
-			st.begin()
+			if err := st.opening(h); err != nil {
+				return nil, err
+			}
+			st.begin(h)
 			st.xa = true
 		case hasPrefixFold(q, "XA COMMIT ") || hasPrefixFold(q, "XA ROLLBACK "):
 			return st.xaEnd(q, h), nil
@@ -295,6 +416,10 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 	case *replication.XIDEvent:
 		return st.commit(h), nil
 	case *replication.RowsEvent:
+		st.body++
+		if st.r.noRows {
+			return nil, nil
+		}
 		if !isWriteRows(h.EventType) || !bytes.Equal(e.Table.Table, st.r.table) || !bytes.Equal(e.Table.Schema, st.r.schema) {
 			return nil, nil
 		}
@@ -309,7 +434,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 		var out *Txn
 		for _, inner := range e.Events {
 			ih := *inner.Header
-			ih.LogPos = h.LogPos
+			ih.LogPos, ih.EventSize = h.LogPos, h.EventSize
 			txn, err := st.handle(inner, &ih)
 			if err != nil {
 				return nil, err
@@ -344,9 +469,76 @@ func hasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && bytes.EqualFold(b[:len(prefix)], []byte(prefix))
 }
 
-func (st *state) begin() {
+// opening checks, before an event that opens a transaction (GTID, BEGIN,
+// XA START), that the previous one was closed: a transaction whose commit
+// event is missing (a damaged or edited binlog) would otherwise be
+// dropped, with its outbox rows, without a word. A GTID event followed by
+// BEGIN (MySQL) or XA START is one opening.
+func (st *state) opening(h *replication.EventHeader) error {
+	if !st.inTxn || st.body == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: a transaction starts at %s:%d while the one that began at %s:%d (%d outbox row(s) so far) has no commit event: the binlog is damaged; "+
+		"read it from an intact copy",
+		ErrCorruptEvent, st.file, eventStart(h), st.file, st.txnStart, len(st.events))
+}
+
+func (st *state) begin(h *replication.EventHeader) {
+	if !st.fromGTID {
+		st.txnStart = eventStart(h)
+	}
 	st.inTxn = true
-	st.events, st.bytes = nil, 0
+	st.events, st.bytes, st.body = nil, 0, 0
+	st.commitAt = Position{}
+}
+
+// mergeList adds a MariaDB Gtid_list (the GTID state before a binlog
+// file) to the tracked set, keeping per domain the higher sequence number.
+func (st *state) mergeList(list []mysql.MariadbGTID) {
+	ms, ok := st.gset.(*mysql.MariadbGTIDSet)
+	if !ok {
+		return
+	}
+	for i := range list {
+		g := list[i]
+		if cur, ok := ms.Sets[g.DomainID]; !ok || g.SequenceNumber > cur.SequenceNumber {
+			ms.Sets[g.DomainID] = &g
+		}
+	}
+}
+
+// commitPos returns the open transaction's own end (Txn.Commit) for a
+// fragment: after its commit event, with its GTID and the set including
+// it. The file:pos is the GTID event's start plus its transaction_length
+// (MySQL 8.0.2+), or looked up on the source (Reader.findCommit; the whole
+// transaction is in the binlog once its first event is sent); without
+// either it is left empty, and the error says why.
+func (st *state) commitPos() (Position, error) {
+	if st.commitAt.File != "" {
+		return st.commitAt, nil
+	}
+	p := Position{File: st.file, GTID: st.gtid}
+	switch {
+	case st.txnLen > 0:
+		p.Pos = st.txnStart + uint32(st.txnLen)
+	case st.r.findCommit != nil:
+		end, err := st.r.findCommit(st.file, st.txnStart)
+		if err != nil {
+			return Position{}, err
+		}
+		p.Pos = end
+	default:
+		return Position{}, fmt.Errorf("binlog: the end of the transaction that began at %s:%d is unknown (no transaction_length, no SQL connection to look it up)", st.file, st.txnStart)
+	}
+	set := st.gset.Clone()
+	if st.gtid != "" {
+		if err := set.Update(st.gtid); err != nil {
+			return Position{}, fmt.Errorf("binlog: add GTID %s to the set: %w", st.gtid, err)
+		}
+	}
+	p.GTIDSet = set.String()
+	st.commitAt = p
+	return p, nil
 }
 
 func (st *state) commit(h *replication.EventHeader) *Txn {
@@ -357,7 +549,8 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 	}
 	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
 	txn := &Txn{Events: st.events, End: st.resume()}
-	st.events, st.inTxn, st.gtid, st.bytes, st.xa = nil, false, "", 0, false
+	st.events, st.inTxn, st.gtid, st.bytes, st.body, st.xa = nil, false, "", 0, 0, false
+	st.txnStart, st.txnLen, st.commitAt, st.fromGTID = 0, 0, Position{}, false
 	return txn
 }
 
@@ -413,7 +606,7 @@ func (st *state) xaEnd(q []byte, h *replication.EventHeader) *Txn {
 	}
 	held := st.prepared[i]
 	st.prepared = append(st.prepared[:i], st.prepared[i+1:]...)
-	st.begin()
+	st.begin(h)
 	if commit {
 		st.events = held.events
 	}
@@ -421,15 +614,14 @@ func (st *state) xaEnd(q []byte, h *replication.EventHeader) *Txn {
 }
 
 func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
-	at := Position{File: st.file, Pos: h.LogPos, GTID: st.gtid}
+	at := Position{File: st.file, Pos: eventStart(h), GTID: st.gtid}
 	if evs, ok := fromFast(e); ok {
 		for i := range evs {
 			evs[i].Pos = at
 			st.bytes += len(evs[i].Payload)
 		}
 		st.events = append(st.events, evs...)
-		st.fragment()
-		return nil
+		return st.fragment()
 	}
 	m, ok := st.columns[e.TableID]
 	if !ok {
@@ -470,25 +662,44 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 		if err != nil {
 			return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
 		}
+		if ev.Err != nil {
+			// Not a reason to stop: the sink handles it as a poison record.
+			ev.Err = fmt.Errorf("%w (row event at %s)", ev.Err, at.FilePos())
+		}
 		ev.Pos = at
 		st.events = append(st.events, ev)
 		st.bytes += len(ev.Payload)
 	}
-	st.fragment()
-	return nil
+	return st.fragment()
 }
 
 // fragment emits the open transaction's events so far as a fragment once
 // they reach the chunk size.
-func (st *state) fragment() {
+func (st *state) fragment() error {
 	// An XA transaction's rows stay whole: it may still roll back.
 	if st.chunk > 0 && !st.xa && (len(st.events) >= st.chunk || st.bytes >= st.chunkBytes) {
 		// A fragment of the open transaction: its End is the end of the
 		// last complete transaction, the position to resume from if the
-		// pipeline stops before this transaction's commit.
-		st.ready = append(st.ready, Txn{Events: st.events, End: st.resume(), Partial: true})
+		// pipeline stops before this transaction's commit; its Commit is
+		// the transaction's own end, for the records' headers and errors.
+		commit, err := st.commitPos()
+		if err != nil {
+			return fmt.Errorf("binlog: a large transaction (more than %d rows or %d payload bytes) is passed on in fragments, which needs its end: %w", st.chunk, st.chunkBytes, err)
+		}
+		st.ready = append(st.ready, Txn{Events: st.events, End: st.resume(), Commit: commit, Partial: true})
 		st.events, st.bytes = nil, 0
 	}
+	return nil
+}
+
+// eventStart returns the offset where the event of header h starts in its
+// binlog file: its end_log_pos minus its size (an event without a size,
+// as in tests, gives its end_log_pos).
+func eventStart(h *replication.EventHeader) uint32 {
+	if h.EventSize > 0 && h.EventSize <= h.LogPos {
+		return h.LogPos - h.EventSize
+	}
+	return h.LogPos
 }
 
 func isWriteRows(t replication.EventType) bool {
@@ -516,6 +727,6 @@ func classify(err error) error {
 // IsFatal reports whether err is one that a reconnect cannot fix.
 func IsFatal(err error) bool {
 	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) ||
-		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) ||
+		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) || errors.Is(err, ErrCorruptEvent) ||
 		errors.Is(err, ErrTLS) || secure.IsTLSFailure(err)
 }

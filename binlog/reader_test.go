@@ -404,17 +404,6 @@ func TestStateHandle(t *testing.T) {
 			wantErr: "lacks column(s) conversation_id, message_id, seq_no, sender_id, receiver_id, created_at",
 			wantPos: Position{File: file1, Pos: 4, GTIDSet: "0-1-4"},
 		},
-		{
-			name: "undecodable row names the row event's position",
-			gset: "0-1-4",
-			events: []*replication.BinlogEvent{
-				mariaGTID(400, 5, flags),
-				tableMapEv(480, outboxTM),
-				rowsEv(replication.WRITE_ROWS_EVENTv1, 700, outboxTM, outboxRow(int64(1), "e", int64(1), int64(1), int64(1), int64(1), int64(1), nil, "x")),
-			},
-			wantErr: "column payload: NULL (row event at " + file1 + ":700)",
-			wantPos: Position{File: file1, Pos: 4, GTIDSet: "0-1-4"},
-		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -449,6 +438,67 @@ func TestStateHandle(t *testing.T) {
 				t.Errorf("position = %+v, want %+v", st.pos, c.wantPos)
 			}
 		})
+	}
+}
+
+// A row that cannot be decoded (NULL payload) does not stop the reader: it
+// is an event with Err set (naming the column and the row event's start),
+// in its transaction, with the fields that could be decoded (the id), so
+// that the sink handles it as a poison record. Event.Pos is where the row
+// event starts (end_log_pos minus its size).
+func TestStateUndecodableRowIsPoisonEvent(t *testing.T) {
+	st := newState(t, mysql.MariaDBFlavor, "0-1-4")
+	rows := rowsEv(replication.WRITE_ROWS_EVENTv1, 700, outboxTM,
+		row(1), outboxRow(int64(2), "e", int64(1), int64(1), int64(1), int64(1), int64(1), nil, "x"))
+	rows.Header.EventSize = 120
+	var got []Txn
+	for _, e := range []*replication.BinlogEvent{mariaGTID(400, 5, replication.BINLOG_MARIADB_FL_TRANSACTIONAL), tableMapEv(480, outboxTM), rows, xid(731)} {
+		txn, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatalf("the reader stopped on an undecodable row: %v", err)
+		}
+		if txn != nil {
+			got = append(got, *txn)
+		}
+	}
+	if len(got) != 1 || len(got[0].Events) != 2 {
+		t.Fatalf("transactions %+v", got)
+	}
+	good, bad := got[0].Events[0], got[0].Events[1]
+	if good.Err != nil || good.Pos != (Position{File: file1, Pos: 580, GTID: "0-1-5"}) {
+		t.Errorf("good row: %+v", good)
+	}
+	if !errors.Is(bad.Err, ErrDecode) || !strings.Contains(bad.Err.Error(), "column payload: NULL") || !strings.Contains(bad.Err.Error(), file1+":580") {
+		t.Errorf("bad row's Err = %v, want ErrDecode naming column payload and the row event at %s:580", bad.Err, file1)
+	}
+	if bad.ID != 2 || bad.Pos.Pos != 580 {
+		t.Errorf("bad row: %+v", bad)
+	}
+	if got[0].End.Pos != 731 || got[0].End.GTID != "0-1-5" {
+		t.Errorf("end %+v", got[0].End)
+	}
+}
+
+// MySQL: a fragment's own end is the GTID event's start plus its
+// transaction_length, with no lookup.
+func TestStateFragmentOwnEndMySQL(t *testing.T) {
+	st := newState(t, mysql.MySQLFlavor, uuidA+":1-5")
+	st.chunk, st.chunkBytes = 1, 1<<20
+	g := mysqlGTID(379, uuidA, 6)
+	g.Header.EventSize = 79
+	g.Event.(*replication.GTIDEvent).TransactionLength = 700
+	var frags []Txn
+	for _, e := range []*replication.BinlogEvent{g, query(420, "BEGIN"), tableMapEv(480, outboxTM),
+		rowsEv(replication.WRITE_ROWS_EVENTv2, 600, outboxTM, row(1)), rowsEv(replication.WRITE_ROWS_EVENTv2, 800, outboxTM, row(2))} {
+		if _, err := st.handle(e, e.Header); err != nil {
+			t.Fatal(err)
+		}
+		frags = append(frags, st.ready...)
+		st.ready = st.ready[:0]
+	}
+	want := Position{File: file1, Pos: 1000, GTID: uuidA + ":6", GTIDSet: uuidA + ":1-6"}
+	if len(frags) != 2 || frags[0].Own() != want || frags[1].Own() != want {
+		t.Fatalf("fragments %+v, want both to end at %+v", frags, want)
 	}
 }
 
@@ -733,8 +783,17 @@ func TestStateFragmentsLargeTransactions(t *testing.T) {
 	st := newState(t, mysql.MariaDBFlavor, "")
 	st.chunk, st.chunkBytes = 2, 1<<20
 	before := st.pos
+	// On MariaDB the reader looks the commit up on the source (SHOW
+	// BINLOG EVENTS from the GTID event); here, in the events below.
+	var looked []uint32
+	st.r.findCommit = func(file string, start uint32) (uint32, error) {
+		looked = append(looked, start)
+		return 500, nil
+	}
+	gtidEv := mariaGTID(142, 7, 0)
+	gtidEv.Header.EventSize = 42
 	steps := []*replication.BinlogEvent{
-		mariaGTID(100, 7, 0), tableMapEv(150, outboxTM),
+		gtidEv, tableMapEv(150, outboxTM),
 		rowsEv(replication.WRITE_ROWS_EVENTv1, 200, outboxTM, row(1)),
 		rowsEv(replication.WRITE_ROWS_EVENTv1, 300, outboxTM, row(2), row(3)),
 		rowsEv(replication.WRITE_ROWS_EVENTv1, 400, outboxTM, row(4)),
@@ -760,5 +819,58 @@ func TestStateFragmentsLargeTransactions(t *testing.T) {
 	}
 	if got[1].Partial || len(got[1].Events) != 1 || got[1].End.Pos != 500 || got[1].Events[0].ID != 4 {
 		t.Fatalf("final part = %+v", got[1])
+	}
+	// The fragment names the transaction's own end and GTID (for the
+	// binlog_txn_end header and poison errors), not the previous one's.
+	own := Position{File: file1, Pos: 500, GTID: "0-1-7", GTIDSet: "0-1-7"}
+	if got[0].Own() != own || !reflect.DeepEqual(looked, []uint32{100}) {
+		t.Fatalf("fragment's own end %+v (looked up from %v), want %+v (from the GTID event at 100)", got[0].Own(), looked, own)
+	}
+	if o := got[1].Own(); o.FilePos() != own.FilePos() || o.GTID != own.GTID || o.GTIDSet != own.GTIDSet {
+		t.Fatalf("final part's own end %+v, want %+v", o, own)
+	}
+}
+
+// A Gtid_list event (the GTID state before a MariaDB binlog file) adds the
+// domains known only from history to the tracked set, and never moves a
+// domain back.
+func TestStateGTIDListKeepsHistory(t *testing.T) {
+	st := newState(t, mysql.MariaDBFlavor, "0-1-4")
+	list := ev(replication.MARIADB_GTID_LIST_EVENT, 299, &replication.MariadbGTIDListEvent{GTIDs: []mysql.MariadbGTID{
+		{DomainID: 0, ServerID: 1, SequenceNumber: 2}, {DomainID: 5, ServerID: 1, SequenceNumber: 3}}})
+	var got []Txn
+	for _, e := range []*replication.BinlogEvent{list, mariaGTID(400, 5, replication.BINLOG_MARIADB_FL_TRANSACTIONAL), xid(500)} {
+		txn, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if txn != nil {
+			got = append(got, *txn)
+		}
+	}
+	if len(got) != 1 || got[0].End.GTIDSet != "0-1-5,5-1-3" {
+		t.Fatalf("transactions %+v, want one ending with the set 0-1-5,5-1-3", got)
+	}
+}
+
+// PositionAt's scan (noRows) frames transactions without decoding rows: a
+// row that would not decode (here: a row image that does not match the
+// table) does not fail it, and no event is produced.
+func TestStateNoRows(t *testing.T) {
+	st := newState(t, mysql.MariaDBFlavor, "0-1-4")
+	st.r.noRows = true
+	bad := rowsEv(replication.WRITE_ROWS_EVENTv1, 700, outboxTM, []any{int64(1)})
+	var got []Txn
+	for _, e := range []*replication.BinlogEvent{mariaGTID(400, 5, replication.BINLOG_MARIADB_FL_TRANSACTIONAL), tableMapEv(480, outboxTM), bad, xid(731)} {
+		txn, err := st.handle(e, e.Header)
+		if err != nil {
+			t.Fatalf("noRows decoded a row: %v", err)
+		}
+		if txn != nil {
+			got = append(got, *txn)
+		}
+	}
+	if len(got) != 1 || len(got[0].Events) != 0 || got[0].End.Pos != 731 {
+		t.Fatalf("transactions %+v", got)
 	}
 }

@@ -320,17 +320,42 @@ func (s *Server) Resolve(st Start) (Position, error) {
 		if s.flavor == FlavorMySQL {
 			if g, err := s.conn.Execute("SELECT @@gtid_purged"); err == nil {
 				p.GTIDSet, _ = g.GetString(0, 0)
+				p.GTIDSet = strings.ReplaceAll(p.GTIDSet, "\n", "")
+			}
+		} else {
+			// The file's Gtid_list: every domain before it, also those
+			// known only from history (their transactions purged).
+			set, err := s.gtidSetAtStart(p.File)
+			if err != nil {
+				return Position{}, err
+			}
+			if p.GTIDSet, err = NormalizeGTIDSet(s.flavor, set); err != nil {
+				return Position{}, err
 			}
 		}
 		return p, nil
 	case StartFilePos:
 		p := Position{File: st.File, Pos: st.Pos}
-		return p, s.Available(p)
+		if err := s.Available(p); err != nil {
+			return p, err
+		}
+		// MariaDB: the GTID state at file:pos (its file's Gtid_list plus
+		// what follows up to pos), so that the stored set stands for
+		// everything before the position.
+		set, err := s.GTIDSetAt(p)
+		if err != nil {
+			return Position{}, err
+		}
+		if p.GTIDSet, err = NormalizeGTIDSet(s.flavor, set); err != nil {
+			return Position{}, err
+		}
+		return p, nil
 	case StartGTID:
-		if _, err := mysql.ParseGTIDSet(s.flavor, st.GTIDSet); err != nil {
+		set, err := NormalizeGTIDSet(s.flavor, st.GTIDSet)
+		if err != nil {
 			return Position{}, fmt.Errorf("%w: gtid:%s is not a %s GTID set: %v", ErrStart, st.GTIDSet, s.flavor, err)
 		}
-		return Position{GTIDSet: st.GTIDSet}, nil
+		return Position{GTIDSet: set}, nil
 	}
 	return Position{}, fmt.Errorf("%w: no checkpoint and no start option: set source.start (or --start) to latest, earliest, <file>:<pos> or gtid:<set> for the first run", ErrStart)
 }

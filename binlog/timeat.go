@@ -52,6 +52,8 @@ func (s *Server) FirstEventTime(ctx context.Context, file string) (time.Time, er
 // t is effectively truncated to the second, and transactions committed
 // within the same second as t are all at or after it.
 //
+// Rows are not decoded (the scan only reads commit times).
+//
 // It picks the newest file in SHOW BINARY LOGS whose first event is before
 // t (by FirstEventTime, newest first), then reads transactions forward from
 // its offset 4 with a Reader (columns as for NewReader) up to end, the end
@@ -90,6 +92,9 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 		return end, nil
 	}
 	r := NewReader(s.cfg, s.flavor, columns, from, s.log)
+	// Only commit times are looked at: rows are not decoded, so that no
+	// row (published or not) can fail the scan.
+	r.noRows = true
 	if err := r.StopAt(end); err != nil {
 		return Position{}, err
 	}
@@ -120,7 +125,7 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 
 // newSyncer returns a go-mysql binlog syncer for cfg (the same settings as
 // Reader.Run's).
-func newSyncer(ctx context.Context, cfg Config, flavor string, log *zap.Logger) (*replication.BinlogSyncer, error) {
+func newSyncer(ctx context.Context, cfg Config, flavor string, log *zap.Logger, adjust ...func(*replication.BinlogSyncerConfig)) (*replication.BinlogSyncer, error) {
 	sc, err := syncerConfig(ctx, cfg, flavor) // tls.go: login and TLS
 	if err != nil {
 		return nil, err
@@ -130,6 +135,10 @@ func newSyncer(ctx context.Context, cfg Config, flavor string, log *zap.Logger) 
 	sc.DisableRetrySync = true
 	sc.MaxReconnectAttempts = 1
 	sc.RenderJSONAsMySQLText = true
+	sc.VerifyChecksum = true
 	sc.Logger = slog.New(zapHandler{log.Named("go-mysql")})
+	for _, f := range adjust {
+		f(&sc)
+	}
 	return replication.NewBinlogSyncer(sc), nil
 }

@@ -149,7 +149,7 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 		e.Pos = position(d.rec.Headers[router.HeaderBinlogPos])
 		e.Pos.GTID = d.rec.Headers[router.HeaderGTID]
 		m, rerr := rt.Route(&e, position(d.rec.Headers[router.HeaderTxnEnd]))
-		p, err := sink.Check(&m, rerr, cfg.Kafka.BatchBytes)
+		p, err := sink.CheckEvent(&e, &m, rerr, cfg.Kafka.BatchBytes, cfg.Kafka.DeadLetterTopic)
 		if err != nil {
 			sum.Failed++
 			fmt.Fprintf(o.Out, "%s: FAILED: %v\n", was, err)

@@ -275,6 +275,12 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 		saved = from
 		p.resume, p.known = from, true
 	}
+	// A stored position written by an older version may lack MariaDB GTID
+	// domains known only from the binlog's history (Gtid_list): complete
+	// it, so that neither the purged check nor the reader miss them.
+	if from, err = srv.CompleteGTIDSet(from); err != nil {
+		return err
+	}
 	// source.archive: catch up from archived binlogs the server purged.
 	if from, saved, err = p.catchUp(ctx, srv, cpw, from, saved); err != nil {
 		return err
@@ -421,6 +427,14 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 	from, err := p.resolveStart(srv, st)
 	if err != nil {
 		return binlog.Position{}, fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
+	}
+	// A start the server cannot serve (purged, a GTID set it does not
+	// know) is refused before it is stored: a corrected --start then still
+	// applies.
+	if pg, err := srv.CheckResume(from); err != nil {
+		return binlog.Position{}, err
+	} else if pg != nil && (cfg.Source.OnPurged == "" || cfg.Source.OnPurged == binlog.OnPurgedFail) && cfg.Source.Archive == "" {
+		return binlog.Position{}, fmt.Errorf("start %s: %w", from.Text(), pg.Err())
 	}
 	// Store the start at once: a crash before the first acknowledgement
 	// then resumes here instead of finding no checkpoint (and a later

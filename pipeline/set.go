@@ -78,6 +78,10 @@ func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, forc
 			return res, err
 		}
 	}
+	// One GTID per MariaDB domain (a raw @@gtid_binlog_state lists two).
+	if pos.GTIDSet, err = binlog.NormalizeGTIDSet(srv.Flavor(), pos.GTIDSet); err != nil {
+		return res, &RefusedError{err}
+	}
 	topics, err := RoutedTopics(ctx, cfg)
 	if err != nil {
 		return res, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -114,7 +115,7 @@ func TestReplayRouter(t *testing.T) {
 // positions, in the summary.
 func TestDryRunReportsPoison(t *testing.T) {
 	sum := &Summary{PerTopic: map[string]int64{}}
-	d := newDiscard(Router{inner: router.New(router.Config{Topic: "im.events"})}, 1<<20, sum)
+	d := newDiscard(Router{inner: router.New(router.Config{Topic: "im.events"})}, sink.Config{BatchBytes: 1 << 20}, sum)
 	in := make(chan binlog.Txn, 2)
 	end := binlog.Position{File: "b.000001", Pos: 900}
 	in <- binlog.Txn{End: end, Events: []binlog.Event{

@@ -48,6 +48,10 @@ func (c *Config) Validate() error {
 		return errors.New("router.topic: required: a topic name or a template such as im.{event_type}")
 	}
 	probe := strings.ReplaceAll(c.Topic, placeholder, "x")
+	if i := strings.IndexAny(probe, "{}"); i >= 0 {
+		return fmt.Errorf("router.topic: %q: %q at %d is not part of a known placeholder: the only placeholder is %s (e.g. im.%s)",
+			c.Topic, probe[i], i, placeholder, placeholder)
+	}
 	if err := validTopic(probe); err != nil {
 		return fmt.Errorf("router.topic: %q: %v", c.Topic, err)
 	}
@@ -72,6 +76,10 @@ func (r *Router) Topic(eventType string) (string, error) {
 		return r.topic, nil
 	}
 	t := strings.ReplaceAll(r.topic, placeholder, eventType)
+	if eventType == "" {
+		// "im." is a valid name, but not the topic of any event type.
+		return t, &TopicError{EventType: eventType, Topic: t, Err: errors.New("empty event_type with a topic template")}
+	}
 	if err := validTopic(t); err != nil {
 		return t, &TopicError{EventType: eventType, Topic: t, Err: err}
 	}
@@ -120,7 +128,7 @@ func (r *Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, err
 		buf = append(buf, e.Pos.GTID...)
 		add(HeaderGTID)
 	}
-	buf = strconv.AppendInt(buf, e.ConversationID, 10)
+	buf = e.AppendConversationKey(buf)
 	return kafka.Message{
 		Topic:   topic,
 		Key:     cut(at),

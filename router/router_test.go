@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -119,6 +120,57 @@ func BenchmarkRoute(b *testing.B) {
 	for b.Loop() {
 		if _, err := r.Route(&ev, end); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A brace in router.topic that is not the {event_type} placeholder is named
+// as such, with the one placeholder there is, not as a bad character.
+func TestConfigValidateNamesPlaceholders(t *testing.T) {
+	for _, topic := range []string{"im.{event}", "im.{eventtype}", "{EVENT_TYPE}", "im.{event_type", "im.event_type}"} {
+		cfg := Config{Topic: topic}
+		err := cfg.Validate()
+		if err == nil {
+			t.Fatalf("Validate(%q) passed", topic)
+		}
+		if !strings.Contains(err.Error(), "{event_type}") || strings.Contains(err.Error(), "not allowed") {
+			t.Errorf("Validate(%q) = %v: want it to name the known placeholder {event_type}", topic, err)
+		}
+	}
+}
+
+// An empty event_type with a template gives a topic name Kafka accepts
+// ("im.") but that no one created: it is an invalid topic (poison), not a
+// record to send there.
+func TestRouteEmptyEventTypeWithTemplate(t *testing.T) {
+	for _, tmpl := range []string{"im.{event_type}", "{event_type}-v1", "{event_type}"} {
+		r := New(Config{Topic: tmpl})
+		_, err := r.Route(&binlog.Event{ID: 7, EventType: "", ConversationID: 3}, binlog.Position{})
+		if !errors.Is(err, ErrTopic) || !strings.Contains(err.Error(), "empty") {
+			t.Errorf("%s: want ErrTopic naming the empty event_type, got %v", tmpl, err)
+		}
+	}
+	// A fixed topic does not use event_type: an empty one is fine.
+	if _, err := New(Config{Topic: "im.events"}).Route(&binlog.Event{ID: 7}, binlog.Position{}); err != nil {
+		t.Errorf("fixed topic: %v", err)
+	}
+}
+
+// An unsigned conversation_id at or above 2^63 is keyed by its decimal
+// value, not by the signed bit pattern.
+func TestRouteUnsignedConversationKey(t *testing.T) {
+	big := uint64(1)<<63 + 5
+	ev := binlog.Event{ID: 1<<63 + 1, EventType: "x", ConversationID: int64(big), ConversationUnsigned: true}
+	m, err := New(Config{Topic: "im.events"}).Route(&ev, binlog.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Key) != "9223372036854775813" {
+		t.Errorf("key %q, want 9223372036854775813", m.Key)
+	}
+	for _, h := range m.Headers {
+		if h.Key == HeaderEventID && string(h.Value) != "9223372036854775809" {
+			t.Errorf("event_id %q", h.Value)
 		}
 	}
 }

@@ -79,13 +79,13 @@ type PoisonError struct {
 	EventID string          // the outbox row's id
 	Reason  Reason          // machine code, e.g. invalid_json
 	Topic   string          // the topic the record was meant for
-	Row     string          // the row event's position, "file:pos", for tracing
-	Pos     binlog.Position // the end of the record's transaction
+	Row     string          // where the row event starts, "file:pos", for tracing
+	Pos     binlog.Position // the end of the record's own transaction (binlog.Txn.Own), with its GTID
 	// Resume is the end of the last transaction acknowledged before it,
 	// where the checkpoint lands; zero when this run acknowledged none (the
 	// checkpoint then stays where the run started).
 	Resume binlog.Position
-	Err    error // the cause, matching ErrRecordTooLarge, ErrInvalidJSON or router.ErrTopic
+	Err    error // the cause, matching ErrRecordTooLarge, ErrInvalidJSON, router.ErrTopic, ErrDeadLetterTopic or binlog.ErrDecode
 }
 
 func (e *PoisonError) Error() string {
@@ -93,10 +93,15 @@ func (e *PoisonError) Error() string {
 	if !e.Resume.IsZero() {
 		resume = e.Resume.String()
 	}
+	skip := e.Pos.FilePos()
+	if e.Pos.File == "" {
+		skip = "gtid:" + e.Pos.GTIDSet
+	}
 	return fmt.Sprintf("sink: poison record (%s): event %s for topic %s, row at %s, transaction ending at %s: %v; "+
 		"the checkpoint stays at the end of the transaction before it (%s). "+
-		"Fix the cause (see docs/poison.md) and restart, or set kafka.on-poison: %s",
-		e.Reason, e.EventID, e.Topic, e.Row, e.Pos, e.Err, resume, PolicyDeadLetter)
+		"Fix the cause (see docs/poison.md) and restart; or set kafka.on-poison: %s to dead-letter it and go on; "+
+		"or skip the whole transaction (all its rows are then not published): cdc-outbox checkpoint set %s",
+		e.Reason, e.EventID, e.Topic, e.Row, e.Pos, e.Err, resume, PolicyDeadLetter, skip)
 }
 
 // Is reports whether target is ErrPoison.

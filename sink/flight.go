@@ -20,6 +20,7 @@ type flight struct {
 	pend  []binlog.Position // the pending transaction ends when it was begun
 	sizes []int64           // and their Txn.Held
 	evs   []int             // and their outbox rows
+	owns  []binlog.Position // and their own ends (Txn.Own)
 	n     int               // pend[n-1] is acknowledged once it lands (n > 0)
 	began time.Time
 }
@@ -37,11 +38,11 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 			return err
 		}
 	}
-	f := flight{msgs: w.msgs, owner: w.owner, pend: slices.Clone(*pending), sizes: slices.Clone(w.sizes), evs: slices.Clone(w.events), n: n, began: time.Now()}
+	f := flight{msgs: w.msgs, owner: w.owner, pend: slices.Clone(*pending), sizes: slices.Clone(w.sizes), evs: slices.Clone(w.events), owns: slices.Clone(w.owns), n: n, began: time.Now()}
 	if len(f.msgs) > 0 {
 		r, err := w.prod.Begin(ctx, f.msgs)
 		if err != nil {
-			return w.writeError(err, *pending)
+			return w.writeError(err, w.owns)
 		}
 		f.r = r
 	} else if len(w.flights) == 0 {
@@ -52,6 +53,7 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 	*pending = append((*pending)[:0], (*pending)[n:]...)
 	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
 	w.events = append(w.events[:0], w.events[n:]...)
+	w.owns = append(w.owns[:0], w.owns[n:]...)
 	w.msgs, w.owner, w.bytes = make([]kafka.Message, 0, cap(f.msgs)), make([]int, 0, cap(f.owner)), 0
 	return nil
 }
@@ -64,6 +66,7 @@ func (w *Writer) landed(ctx context.Context, f flight, pending *[]binlog.Positio
 	*pending = append((*pending)[:0], (*pending)[f.n:]...)
 	w.sizes = append(w.sizes[:0], w.sizes[f.n:]...)
 	w.events = append(w.events[:0], w.events[f.n:]...)
+	w.owns = append(w.owns[:0], w.owns[f.n:]...)
 	return nil
 }
 
@@ -107,7 +110,7 @@ func (w *Writer) land(ctx context.Context) error {
 			var werrs kafka.WriteErrors
 			if !errors.As(e, &werrs) || len(werrs) != len(g.msgs) {
 				w.msgs, w.owner = g.msgs, g.owner
-				return w.writeError(e, g.pend)
+				return w.writeError(e, g.owns)
 			}
 			var sub []kafka.Message
 			var subOwner []int
@@ -117,7 +120,7 @@ func (w *Writer) land(ctx context.Context) error {
 				}
 				if !errors.Is(we, errEarlierFailed) && !errors.Is(we, kafka.MessageSizeTooLarge) {
 					w.msgs, w.owner = g.msgs, g.owner
-					return w.writeError(e, g.pend)
+					return w.writeError(e, g.owns)
 				}
 				sub, subOwner = append(sub, g.msgs[j]), append(subOwner, g.owner[j])
 			}
@@ -155,9 +158,9 @@ func (w *Writer) recover(ctx context.Context, f flight, err error) error {
 	w.msgs, w.owner = f.msgs, f.owner
 	failed, ok := brokerTooLarge(err, len(f.msgs))
 	if !ok {
-		return w.writeError(err, f.pend)
+		return w.writeError(err, f.owns)
 	}
-	if err := w.resend(ctx, pendingTxns{f.pend, f.sizes, f.evs}, failed); err != nil {
+	if err := w.resend(ctx, pendingTxns{f.pend, f.sizes, f.evs, f.owns}, failed); err != nil {
 		return err
 	}
 	return w.done(ctx, f)
@@ -166,7 +169,7 @@ func (w *Writer) recover(ctx context.Context, f flight, err error) error {
 // done acknowledges a landed round: the end of its last complete
 // transaction, with the budget and rows of its transactions.
 func (w *Writer) done(ctx context.Context, f flight) error {
-	if err := w.ackFirst(ctx, pendingTxns{f.pend, f.sizes, f.evs}, f.n); err != nil {
+	if err := w.ackFirst(ctx, pendingTxns{f.pend, f.sizes, f.evs, f.owns}, f.n); err != nil {
 		return err
 	}
 	clear(f.msgs)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	json "github.com/segmentio/encoding/json" // Valid is 3x encoding/json's (BenchmarkValid*)
 	"github.com/segmentio/kafka-go"
@@ -22,9 +23,18 @@ const (
 	// ReasonBrokerTooLarge: the broker rejected the record alone with
 	// MESSAGE_TOO_LARGE (message.max.bytes / the topic's max.message.bytes).
 	ReasonBrokerTooLarge Reason = "broker_too_large"
-	// ReasonInvalidTopic: the event_type gives an invalid topic name.
+	// ReasonInvalidTopic: the event_type gives an invalid topic name (or
+	// an empty one with a template, or the dead-letter topic's name).
 	ReasonInvalidTopic Reason = "invalid_topic"
+	// ReasonUndecodable: the binlog reader could not turn the row into an
+	// event (binlog.Event.Err: a NULL or out-of-range value in an outbox
+	// column); the record carries what could be decoded.
+	ReasonUndecodable Reason = "undecodable"
 )
+
+// ErrDeadLetterTopic reports an event_type whose topic is the dead-letter
+// topic: its records would be mistaken for dead letters.
+var ErrDeadLetterTopic = errors.New("sink: the event_type's topic is the dead-letter topic")
 
 // Headers added to dead-letter records, on top of all the normal headers
 // (router.Header*, including the source position headers binlog_pos,
@@ -45,7 +55,7 @@ const (
 // Poison describes why a record can never be published as it is.
 type Poison struct {
 	Reason Reason
-	Err    error  // the cause, matching ErrInvalidJSON, ErrRecordTooLarge or router.ErrTopic
+	Err    error  // the cause, matching ErrInvalidJSON, ErrRecordTooLarge, router.ErrTopic, ErrDeadLetterTopic or binlog.ErrDecode
 	Topic  string // the topic the record was meant for (the invalid name for ReasonInvalidTopic)
 }
 
@@ -72,6 +82,24 @@ func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 			Err: fmt.Errorf("%w (%d bytes)", ErrInvalidJSON, len(m.Value))}, nil
 	}
 	return nil, nil
+}
+
+// CheckEvent is Check for an event and its routed record, as the Writer
+// applies it (and "dead-letter republish" should): an event the reader
+// could not decode (e.Err) is poison whatever its record
+// (ReasonUndecodable), and a record for the dead-letter topic deadLetter
+// (non-empty: kafka.dead-letter-topic) is poison (ReasonInvalidTopic,
+// ErrDeadLetterTopic); otherwise Check decides.
+func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
+	if e.Err != nil {
+		return &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}, nil
+	}
+	p, err := Check(m, routeErr, maxBytes)
+	if p == nil && err == nil && deadLetter != "" && m.Topic == deadLetter {
+		return &Poison{Reason: ReasonInvalidTopic, Topic: m.Topic,
+			Err: fmt.Errorf("%w: event_type %q gives topic %s, which is kafka.dead-letter-topic: correct the row's event_type, or choose another dead-letter topic", ErrDeadLetterTopic, e.EventType, m.Topic)}, nil
+	}
+	return p, err
 }
 
 // DeadLetter returns the dead-letter record for m, poisoned by p, for topic:

@@ -47,9 +47,10 @@ type Writer struct {
 	bytes int64
 	owner []int // index into pending of the transaction each msg belongs to
 
-	sizes  []int64 // Txn.Held of each pending transaction, reported on ack
-	events []int   // outbox rows of each pending transaction
-	parts  int     // topics in the last Ack's Partitions
+	sizes  []int64           // Txn.Held of each pending transaction, reported on ack
+	events []int             // outbox rows of each pending transaction
+	owns   []binlog.Position // Txn.Own of each pending transaction: its own end, for headers and errors
+	parts  int               // topics in the last Ack's Partitions
 	obs    Observer
 	prod   *Producer // kw before any wrapping; nil with a fake
 
@@ -237,15 +238,20 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	*pending = append(*pending, txn.End)
 	w.sizes = append(w.sizes, txn.Held)
 	w.events = append(w.events, len(txn.Events))
+	// A fragment's End is the previous transaction's (what may be
+	// acknowledged); its records and errors name its own end.
+	own := txn.Own()
+	w.owns = append(w.owns, own)
 	for i := range txn.Events {
-		m, err := w.router.Route(&txn.Events[i], txn.End)
-		p, err := Check(&m, err, w.cfg.BatchBytes)
+		e := &txn.Events[i]
+		m, err := w.router.Route(e, own)
+		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes, w.cfg.DeadLetterTopic)
 		if err != nil {
-			return &WriteError{EventID: fmt.Sprint(txn.Events[i].ID), Topic: m.Topic, Pos: txn.End, Err: err}
+			return &WriteError{EventID: fmt.Sprint(e.ID), Topic: m.Topic, Pos: own, Err: err}
 		}
 		if p != nil {
 			if w.cfg.OnPoison != PolicyDeadLetter {
-				return w.failBefore(ctx, pending, idx, &m, p)
+				return w.failBefore(ctx, pending, idx, &m, p, own)
 			}
 			// The dead letter takes the record's place in the stream:
 			// nothing after it is written before it is.
@@ -253,7 +259,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 				return err
 			}
 			idx = 0
-			if err := w.deadLetter(ctx, &m, p, txn.End); err != nil {
+			if err := w.deadLetter(ctx, &m, p, own); err != nil {
 				return err
 			}
 			continue
@@ -277,8 +283,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 // failBefore applies the fail policy to poison record m of pending
 // transaction idx: the round's records of that transaction are dropped,
 // the rest is written and the transactions before idx acknowledged.
-func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx int, m *kafka.Message, p *Poison) error {
-	end := (*pending)[idx]
+func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx int, m *kafka.Message, p *Poison, end binlog.Position) error {
 	cut := len(w.msgs)
 	for cut > 0 && w.owner[cut-1] == idx {
 		cut--
@@ -342,19 +347,20 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
 			failed, ok := brokerTooLarge(err, len(w.msgs))
 			if !ok {
-				return w.writeError(err, *pending)
+				return w.writeError(err, w.owns)
 			}
-			if err := w.resend(ctx, pendingTxns{*pending, w.sizes, w.events}, failed); err != nil {
+			if err := w.resend(ctx, pendingTxns{*pending, w.sizes, w.events, w.owns}, failed); err != nil {
 				return err
 			}
 		}
 	}
-	if err := w.ackFirst(ctx, pendingTxns{*pending, w.sizes, w.events}, n); err != nil {
+	if err := w.ackFirst(ctx, pendingTxns{*pending, w.sizes, w.events, w.owns}, n); err != nil {
 		return err
 	}
 	*pending = append((*pending)[:0], (*pending)[n:]...)
 	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
 	w.events = append(w.events[:0], w.events[n:]...)
+	w.owns = append(w.owns[:0], w.owns[n:]...)
 	clear(w.msgs)
 	w.msgs, w.owner, w.bytes = w.msgs[:0], w.owner[:0], 0
 	return nil
@@ -363,9 +369,10 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 // pendingTxns are the pending transactions of a round: their ends, their
 // Txn.Held and their outbox rows, index by index.
 type pendingTxns struct {
-	ends   []binlog.Position
+	ends   []binlog.Position // what may be acknowledged (Txn.End)
 	sizes  []int64
 	events []int
+	owns   []binlog.Position // their own ends (Txn.Own), for errors
 }
 
 // ackFirst acknowledges the first n pending transactions (none when n is 0).
@@ -426,7 +433,6 @@ func brokerTooLarge(err error, n int) ([]int, bool) {
 // (the pipeline restarts). Per partition, no record is sent after an
 // earlier one that was neither written nor dead-lettered.
 func (w *Writer) resend(ctx context.Context, txns pendingTxns, failed []int) error {
-	pending := txns.ends
 	w.log.Warn("the broker rejected a batch as too large; sending its records one at a time to find the culprit",
 		zap.Int("records", len(failed)))
 	for _, i := range failed {
@@ -437,12 +443,12 @@ func (w *Writer) resend(ctx context.Context, txns pendingTxns, failed []int) err
 		}
 		cause := first(err)
 		if !errors.Is(cause, kafka.MessageSizeTooLarge) {
-			return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: pending[w.owner[i]], Err: cause}
+			return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: txns.owns[w.owner[i]], Err: cause}
 		}
 		p := &Poison{Reason: ReasonBrokerTooLarge, Topic: m.Topic,
 			Err: fmt.Errorf("%w: topic %s rejected the record alone (%d bytes by estimate): %v: raise the topic's max.message.bytes / the broker's message.max.bytes",
 				ErrRecordTooLarge, m.Topic, estimate(m), cause)}
-		end := pending[w.owner[i]]
+		end := txns.owns[w.owner[i]]
 		if w.cfg.OnPoison != PolicyDeadLetter {
 			if err := w.ackFirst(ctx, txns, w.owner[i]); err != nil {
 				return err
@@ -469,7 +475,9 @@ func first(err error) error {
 	return err
 }
 
-func (w *Writer) writeError(err error, pending []binlog.Position) error {
+// writeError explains a failed round: owns are the own ends of its
+// pending transactions (w.owner indexes them).
+func (w *Writer) writeError(err error, owns []binlog.Position) error {
 	// The first failure, preferring one that is not MESSAGE_TOO_LARGE
 	// (with other failures in the round, a restart comes first).
 	at := -1
@@ -493,7 +501,7 @@ func (w *Writer) writeError(err error, pending []binlog.Position) error {
 		err = fmt.Errorf("%w; kafka.allow-auto-topic-creation is on, but the broker did not create the topic: check the broker's auto.create.topics.enable, or create it", err)
 	}
 	m := &w.msgs[at]
-	return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: pending[w.owner[at]], Err: err}
+	return &WriteError{EventID: header(m, router.HeaderEventID), Topic: m.Topic, Pos: owns[w.owner[at]], Err: err}
 }
 
 func header(m *kafka.Message, key string) string {
