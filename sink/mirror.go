@@ -30,6 +30,11 @@ type Mirror struct {
 func NewMirror(cfg Config, topic string, log *zap.Logger) *Mirror {
 	c := cfg
 	c.Compression = "none"
+	// Not idempotent: under compaction, an idempotent producer's batches
+	// whose records were all cleaned are kept as empty batches (for the
+	// producer state), which kafka-go's reader cannot read (it panics:
+	// "markRead: negative count"). A copy written twice is harmless.
+	c.Idempotent = false
 	return &Mirror{cfg: cfg, topic: topic, prod: NewProducer(c, &kafka.Murmur2Balancer{}, log.Named("mirror"))}
 }
 
@@ -145,6 +150,11 @@ func latestByKey(ctx context.Context, cfg Config, topic string, key []byte) (val
 // latestInPartition scans one partition; seen reports a record of key
 // (value nil: a tombstone).
 func latestInPartition(ctx context.Context, sec *Security, leader, topic string, partition int, key []byte) (value []byte, seen bool, err error) {
+	defer func() {
+		if r := recover(); r != nil { // kafka-go's reader on a batch it cannot read
+			value, seen, err = nil, false, fmt.Errorf("%w: reading %s/%d: %v: delete the mirror topic (it is recreated and refilled at the next checkpoint write) or set checkpoint.mirror-topic to a new name", ErrMirror, topic, partition, r)
+		}
+	}()
 	d := sec.dialer(startupDialTimeout)
 	host, port, _ := net.SplitHostPort(leader)
 	pn, _ := strconv.Atoi(port)
