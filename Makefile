@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.da
 PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
-.PHONY: all build demo test unit integration vet faults bench stack-up stack-down stack-status clean \
+.PHONY: all build demo demo-gateway test test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
 	deploy-check release release-check docker version
 
 all: build
@@ -27,12 +27,27 @@ build:
 demo:
 	scripts/demo.sh
 
+## demo-gateway: two users chat through examples/gateway in the browser while cdc-outbox is killed and
+## restarted and the gateway restarts (open the printed URLs; ARGS=--headless for screenshots)
+demo-gateway:
+	scripts/demo-gateway.sh $(ARGS)
+
 ## test: unit tests, the deploy and release checks, then integration tests against the real local stack
 ## (started if needed; some unit tests run a private redis-server from the stack's packages)
 test: vet deploy-check release-check
 	$(STACK) up
 	$(MAKE) unit
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
+	$(MAKE) test-gateway
+
+## test-gateway: examples/gateway in Debian's headless chromium (installed here when missing, as root):
+## two tabs chat across a publisher SIGKILL and a gateway restart; every message once, in order
+test-gateway:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+		{ echo "test-gateway needs chromium: apt-get install chromium"; exit 1; }
+	$(STACK) up
+	eval "$$($(STACK) env)" && $(GO) test -tags 'integration browser' -count=1 -timeout 10m -v -run 'TestGateway' ./test/integration/
 
 unit:
 	$(GO) test -count=1 -race ./...
@@ -44,6 +59,7 @@ unit:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/integration/
+	$(GO) vet -tags 'integration browser' ./test/integration/
 	# the house rules go vet does not know (no bare go statements, ...)
 	$(GO) test -count=1 ./internal/lint/
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
