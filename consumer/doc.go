@@ -8,8 +8,13 @@
 //     ConsumerGroup: JoinGroup/SyncGroup/Heartbeat, KIP-62 session and
 //     rebalance timeouts) and one partition reader per assigned partition, in
 //     Config.Isolation: read_uncommitted, or read_committed for a publisher in
-//     exactly-once mode (KIP-98: records of aborted transactions and the
-//     transaction markers are never returned).
+//     exactly-once mode (KIP-98: nothing past the last stable offset, i.e. no
+//     record of a transaction still open, is returned; transaction markers are
+//     skipped). Limit: kafka-go does not drop the records of aborted
+//     transactions (segmentio/kafka-go#1332); for cdc-outbox that is harmless,
+//     since an aborted round is sent again with the same event ids and the
+//     second copy is deduped, but a producer that aborts for good would have
+//     its aborted records handled.
 //   - Decodes the publisher's record (key = conversation_id as a decimal
 //     string, value = the payload, headers event_id, event_type, message_id,
 //     seq_no, sender_id, receiver_id, created_at, binlog_pos, binlog_txn_end,
