@@ -263,7 +263,8 @@ func (p *partition) run(ctx context.Context) error {
 			return err
 		}
 		if err := p.process(ctx, m); err != nil {
-			if ctx.Err() != nil {
+			var se *StoreError
+			if ctx.Err() != nil && !(errors.As(err, &se) && se.Op == "mark") {
 				return nil // revoked or stopping: the record comes back
 			}
 			return err

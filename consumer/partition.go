@@ -105,7 +105,11 @@ func (p *partition) process(ctx context.Context, m kafka.Message) error {
 		return &HandlerError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, EventID: r.EventID, Attempts: attempts, Err: err}
 	}
 	if c.opts.Store != nil {
-		if err := p.retry(ctx, func() error { return c.opts.Store.Mark(ctx, r.EventID) }); err != nil {
+		// The handler is done: mark it even when ctx ended meanwhile
+		// (revocation, shutdown), or the next owner would handle it again.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+		defer cancel()
+		if err := p.retry(mctx, func() error { return c.opts.Store.Mark(mctx, r.EventID) }); err != nil {
 			return &StoreError{Op: "mark", EventID: r.EventID, Err: err}
 		}
 	}
@@ -119,6 +123,9 @@ func (p *partition) process(ctx context.Context, m kafka.Message) error {
 	p.done.Store(m.Offset + 1)
 	return nil
 }
+
+// markTimeout bounds marking a handled record in the Store after ctx ended.
+const markTimeout = 10 * time.Second
 
 // retry runs f up to HandlerAttempts times, backing off 100 ms, 200 ms, …
 // at most 5 s between attempts; it gives up early when ctx ends.

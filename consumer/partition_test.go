@@ -269,6 +269,18 @@ func TestPartitionRedisStore(t *testing.T) {
 	if err != nil || ttl <= 0 || ttl > time.Minute {
 		t.Fatalf("TTL of a marked id: %v %v", ttl, err)
 	}
+	// Stopping while the handler runs (ctx cancelled, the handler still
+	// succeeds): the record is marked anyway, so the next owner skips it.
+	ctx, cancel := context.WithCancel(context.Background())
+	stopping := HandlerFunc(func(context.Context, *Record) error { cancel(); return nil })
+	c4, _ := New(Config{Brokers: []string{"x:1"}, Topics: []string{"t"}, Group: "g"}, stopping, Options{Store: store})
+	p4 := c4.newPartition("t", 0)
+	if err := p4.process(ctx, msgs([]in{{9, 1, 901, false}})[0]); err != nil {
+		t.Fatal(err)
+	}
+	if seen, err := store.Seen(context.Background(), 901); err != nil || !seen || p4.done.Load() != 1 {
+		t.Fatalf("handled during shutdown: marked %v (%v), done %d", seen, err, p4.done.Load())
+	}
 	// Store down: Seen fails, retried, then a StoreError.
 	rdb.Close()
 	c3, _ := New(Config{Brokers: []string{"x:1"}, Topics: []string{"t"}, Group: "g", HandlerAttempts: 2}, h, Options{Store: store})
