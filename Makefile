@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.da
 PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
-.PHONY: all build demo test test-secure unit integration vet faults bench stack-up stack-down stack-status clean \
+.PHONY: all build demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
 	deploy-check release release-check docker version test-flavours test-flavour-subset
 
 all: build
@@ -26,6 +26,11 @@ build:
 ## demo: the main job end to end on the real local stack (kill -9 and resume included)
 demo:
 	scripts/demo.sh
+
+## demo-gateway: two users chat through examples/gateway in the browser while cdc-outbox is killed and
+## restarted and the gateway restarts (open the printed URLs; ARGS=--headless for screenshots)
+demo-gateway:
+	scripts/demo-gateway.sh $(ARGS)
 
 ## test: unit tests, the deploy and release checks, then the integration tests against the real local
 ## stack (started if needed; some unit tests run a private redis-server from the stack's packages):
@@ -39,6 +44,7 @@ test: vet deploy-check release-check
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
 	$(MAKE) --no-print-directory test-flavour-subset
 	$(MAKE) --no-print-directory test-secure
+	$(MAKE) --no-print-directory test-gateway
 
 # The tests whose behaviour depends on the server: publish and order, rollback, kill -9 and
 # resume (file and GTID mode), restart from a checkpoint, bad start positions, replay by
@@ -83,6 +89,15 @@ test-flavours:
 flavour-run-%:
 	$(call flavour_run,$*,$(RUN))
 
+## test-gateway: examples/gateway in Debian's headless chromium (installed here when missing, as root):
+## two tabs chat across a publisher SIGKILL and a gateway restart; every message once, in order
+test-gateway:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+		{ echo "test-gateway needs chromium: apt-get install chromium"; exit 1; }
+	$(STACK) up
+	eval "$$($(STACK) env)" && $(GO) test -tags 'integration browser' -count=1 -timeout 10m -v -run 'TestGateway' ./test/integration/
+
 unit:
 	$(GO) test -count=1 -race ./...
 	# a short fuzz run of the binlog file reader, seeded with the recorded binlogs
@@ -93,6 +108,7 @@ unit:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/integration/
+	$(GO) vet -tags 'integration browser' ./test/integration/
 	# the house rules go vet does not know (no bare go statements, ...)
 	$(GO) test -count=1 ./internal/lint/
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

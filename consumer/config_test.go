@@ -1,0 +1,31 @@
+package consumer
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	c := Config{}.WithDefaults()
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("empty config validated")
+	}
+	for _, field := range []string{"consumer.brokers", "consumer.topics", "consumer.group"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
+		}
+	}
+	c = Config{Brokers: []string{"b:9092"}, Topics: []string{"im.events"}, Group: "g", Isolation: "committed", Start: "first"}.WithDefaults()
+	err = c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "consumer.isolation") || !strings.Contains(err.Error(), "consumer.start") {
+		t.Fatalf("want isolation and start errors, got %v", err)
+	}
+	c = Config{Brokers: []string{"b:9092"}, Topics: []string{"im.events"}, Group: "g", Isolation: ReadCommitted}.WithDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Window != DefaultConfig().Window || c.Start != StartEarliest {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
