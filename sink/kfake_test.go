@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/zap"
 )
 
@@ -16,9 +17,9 @@ import (
 // producer's rules) with topic "t" of 3 partitions, answering the first
 // failures produce requests that carry partition victim with code for
 // every partition, without writing them.
-func kfakeFault(t *testing.T, victim int32, code int16, failures int32) (*kfake.Cluster, *atomic.Int32) {
+func kfakeFault(t *testing.T, victim int32, code int16, failures int32, opts ...kfake.Opt) (*kfake.Cluster, *atomic.Int32) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "t"))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(3, "t")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +122,53 @@ func TestKfakeRetriableFaults(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The CI failure on kfake: the first produce to a new topic's partition
+// is refused (NOT_LEADER_OR_FOLLOWER) with later rounds begun. A Kafka 4.1
+// broker (kfake capped at 4.1) writes a producer it has no state of at any
+// sequence, so a later batch must not overtake the first one; kfake
+// uncapped models Kafka 4.5 (KAFKA-15591: refused). Each partition holds
+// every record once, in order.
+func TestKfakeNewTopicFirstBatchRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []kfake.Opt
+	}{
+		{"kafka-4.1", []kfake.Opt{kfake.MaxVersions(kversion.V4_1_0())}},
+		{"kafka-4.5", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, failed := kfakeFault(t, 1, 6, 1, c.opts...)
+			cfg := DefaultConfig()
+			cfg.Brokers = cl.ListenAddrs()
+			p := NewProducer(cfg, &kafka.Hash{}, zap.NewNop())
+			defer p.Close()
+			all := pipelinedRounds(t, p, 12)
+			if failed.Load() == 0 {
+				t.Fatal("no failure injected")
+			}
+			checkKeys(t, cl.ListenAddrs(), all)
+		})
+	}
+}
+
+// checkKeys fails unless each partition of "t" (3) holds the records of
+// rounds, each once, in order.
+func checkKeys(t *testing.T, brokers []string, rounds [][]kafka.Message) {
+	t.Helper()
+	want := map[int][]string{}
+	for _, msgs := range rounds {
+		for _, m := range msgs {
+			part := (&kafka.Hash{}).Balance(m, 0, 1, 2)
+			want[part] = append(want[part], string(m.Key))
+		}
+	}
+	for part := range 3 {
+		if got := realKeys(t, brokers, "t", part); !slicesEqual(got, want[part]) {
+			t.Errorf("partition %d: %d records %v…, want %d %v…", part, len(got), head(got), len(want[part]), head(want[part]))
+		}
 	}
 }
 

@@ -38,7 +38,12 @@ import (
 // base sequence follows the last one written, and answers a resent batch
 // it already has as written (one copy stored). Retries then never
 // duplicate or reorder, and up to MaxInFlight rounds may be in flight at
-// once (Begin, Wait). See classify for the handling of each answer.
+// once (Begin, Wait). See classify for the handling of each answer. A
+// broker holding no state of the producer on a partition writes a batch
+// at any sequence, so a partition's batch goes out ahead of an
+// unacknowledged earlier one only once a batch of it was acknowledged
+// under the current epoch (overtake); until then it is held, and sent
+// when that one lands.
 //
 // A batch that fails with a retriable error (a kafka.Error whose
 // Temporary() is true, a dropped connection or a timeout) is sent again,
@@ -81,11 +86,14 @@ type tp struct {
 	partition int32
 }
 
-// partSeq is a partition's sequence state: the next base sequence and the
-// batches sent but not yet acknowledged, in sequence order.
+// partSeq is a partition's sequence state: the next base sequence, the
+// batches begun but not yet acknowledged, in sequence order, and when a
+// batch of the partition was last acknowledged under the current epoch
+// (zero: never; the broker may hold no state of the producer there).
 type partSeq struct {
 	next    int32
 	unacked []*batch
+	acked   time.Time
 }
 
 // Round is a round of records begun by Begin, to be passed to Wait.
@@ -107,8 +115,9 @@ type batch struct {
 	err      error // the last attempt's error, nil once acknowledged
 	done     bool  // acknowledged
 	final    bool  // failed and not to be resent
-	unknown  bool  // the last attempt may have been written (no answer, or a timeout after the append)
+	unknown  bool  // an attempt may have been written (no answer, or a timeout after the append) and no answer since says so
 	behind   bool  // the last attempt was sent while an earlier batch of the partition was not acknowledged
+	held     bool  // not sent yet: an earlier batch of its partition must be acknowledged first (overtake)
 }
 
 // request is one Produce request of a round's attempt.
@@ -251,6 +260,7 @@ func (c *Producer) Begin(ctx context.Context, msgs []kafka.Message) (*Round, err
 		}
 	}
 	// Nothing fails from here on: the sequences are taken.
+	send := make([]*batch, 0, len(r.batches))
 	for _, b := range r.batches {
 		b.seq = -1
 		if c.cfg.Idempotent {
@@ -259,13 +269,19 @@ func (c *Producer) Begin(ctx context.Context, msgs []kafka.Message) (*Round, err
 				ps = &partSeq{}
 				c.seqs[b.tp] = ps
 			}
+			if !overtake(len(ps.unacked), ps.acked, time.Now()) {
+				b.held, b.err = true, fmt.Errorf("%s/%d: %w", b.topic, b.partition, errHeld)
+			}
 			b.seq = ps.next
 			ps.next = nextSequence(ps.next, int32(len(b.idx)))
 			ps.unacked = append(ps.unacked, b)
 			stampBatch(b.raw, c.pid, c.epoch, b.seq)
 		}
+		if !b.held {
+			send = append(send, b)
+		}
 	}
-	c.send(ctx, r, r.batches)
+	c.send(ctx, r, send)
 	c.inflight = append(c.inflight, r)
 	return r, nil
 }
@@ -345,6 +361,9 @@ func (c *Producer) Wait(ctx context.Context, r *Round) error {
 			for _, later := range c.inflight[1:] {
 				c.collect(ctx, later)
 			}
+			// A later batch's acknowledgement may have settled one of
+			// these (acked): never send it again.
+			again = slices.DeleteFunc(again, func(b *batch) bool { return b.done || b.final })
 		}
 		if reset {
 			if err := c.reset(ctx); err != nil {
@@ -362,6 +381,7 @@ func (c *Producer) Wait(ctx context.Context, r *Round) error {
 			}
 		}
 		if len(again) == 0 {
+			c.release(ctx)
 			return c.result(r)
 		}
 		if wait {
@@ -412,18 +432,20 @@ func (c *Producer) collect(ctx context.Context, r *Round) {
 	}
 }
 
-// answer records each partition's outcome of a produce response.
+// answer records each partition's outcome of a produce response. A
+// batch's unknown stays set across a definite refusal of a later attempt
+// (NOT_LEADER_OR_FOLLOWER after a timeout): the earlier attempt may still
+// have been written; only an acknowledgement clears it.
 func (c *Producer) answer(r *Round, q *request, res *produceAPI.Response) {
-	for _, b := range q.batches {
-		b.err, b.unknown = fmt.Errorf("%s/%d: %w", b.topic, b.partition, errNoAnswer), true
-	}
+	answered := make([]bool, len(q.batches))
 	for _, t := range res.Topics {
 		for _, rp := range t.Partitions {
 			b := r.parts[tp{t.Topic, rp.Partition}]
-			if b == nil || !slices.Contains(q.batches, b) {
+			i := slices.Index(q.batches, b)
+			if b == nil || i < 0 {
 				continue
 			}
-			b.unknown = false
+			answered[i] = true
 			if rp.ErrorCode == 0 {
 				b.err = nil
 				c.acked(b)
@@ -440,6 +462,34 @@ func (c *Producer) answer(r *Round, q *request, res *produceAPI.Response) {
 			}
 		}
 	}
+	for i, b := range q.batches {
+		if !answered[i] && !b.done {
+			b.err, b.unknown = fmt.Errorf("%s/%d: %w", b.topic, b.partition, errNoAnswer), true
+		}
+	}
+}
+
+// release sends the held batches of the rounds in flight whose partition
+// may now be overtaken (overtake: a batch of it was acknowledged under the
+// current epoch, so the broker refuses a batch out of sequence), in
+// order, so that pipelining resumes after a partition's first batch.
+func (c *Producer) release(ctx context.Context) {
+	now := time.Now()
+	for _, r := range c.inflight[1:] {
+		var bs []*batch
+		for _, b := range r.batches {
+			if !b.held || b.done || b.final {
+				continue
+			}
+			if ps := c.seqs[b.tp]; ps != nil && overtake(slices.Index(ps.unacked, b), ps.acked, now) {
+				b.held = false
+				bs = append(bs, b)
+			}
+		}
+		if len(bs) > 0 {
+			c.send(ctx, r, bs)
+		}
+	}
 }
 
 // head reports whether b is its partition's oldest batch not acknowledged.
@@ -450,16 +500,21 @@ func (c *Producer) head(b *batch) bool {
 
 // acked marks b acknowledged, with every batch of its partition before it:
 // the broker writes a producer's batches of a partition only in sequence
-// order, so those were written too (their answers were lost).
+// order once it holds the producer's state there, so those were written
+// too (their answers were lost). That holds because a batch is sent ahead
+// of an unacknowledged one only once the partition has that state
+// (overtake); before, a broker (Kafka 2.5 to 4.4) writes a producer it
+// has no state of at any sequence, and b may have overtaken them.
 func (c *Producer) acked(b *batch) {
-	b.done, b.err, b.unknown = true, nil, false
+	b.done, b.err, b.unknown, b.held = true, nil, false, false
 	ps := c.seqs[b.tp]
 	if ps == nil {
 		return
 	}
+	ps.acked = time.Now()
 	i := slices.Index(ps.unacked, b)
 	for _, e := range ps.unacked[:i+1] {
-		e.done, e.err, e.unknown = true, nil, false
+		e.done, e.err, e.unknown, e.held = true, nil, false, false
 	}
 	ps.unacked = slices.Delete(ps.unacked, 0, i+1)
 }
@@ -517,7 +572,9 @@ func (c *Producer) reset(ctx context.Context) error {
 	}
 	c.log.Warn("producer state reset by the broker; new producer epoch", zap.Int64("producer_id", c.pid), zap.Int16("producer_epoch", c.epoch))
 	for _, ps := range c.seqs {
-		ps.next = 0
+		// The broker may hold no state of the new epoch on the partition:
+		// no batch overtakes another until one is acknowledged.
+		ps.next, ps.acked = 0, time.Time{}
 		for _, b := range ps.unacked {
 			b.seq = ps.next
 			ps.next = nextSequence(ps.next, int32(len(b.idx)))
@@ -673,13 +730,14 @@ func (c *Producer) metadata(ctx context.Context, topic string) (*metadataAPI.Res
 // send sends bs, batches of r, one request per leader, without waiting
 // for the answers (collect applies them).
 func (c *Producer) send(ctx context.Context, r *Round, bs []*batch) {
-	r.reqs = r.reqs[:0]
+	r.reqs = slices.DeleteFunc(r.reqs, func(q *request) bool { return q.seen || q.p == nil })
 	var groups [][]*batch
 	for _, b := range bs {
 		b.attempts++
+		b.held = false
 		b.behind = !c.head(b)
 		if b.leader < 0 {
-			b.err, b.unknown = fmt.Errorf("%s/%d: %w", b.topic, b.partition, kafka.LeaderNotAvailable), false
+			b.err = fmt.Errorf("%s/%d: %w", b.topic, b.partition, kafka.LeaderNotAvailable)
 			c.tr.stale()
 			continue
 		}
@@ -704,7 +762,7 @@ func (c *Producer) send(ctx context.Context, r *Round, bs []*batch) {
 		if err != nil {
 			// Not sent (a broker receives a request whole or not at all).
 			for _, b := range g {
-				b.err, b.unknown = err, false
+				b.err = err
 			}
 			continue
 		}
@@ -715,6 +773,10 @@ func (c *Producer) send(ctx context.Context, r *Round, bs []*batch) {
 // errNoAnswer: a produce response without the partition's result. Its
 // outcome is unknown, so the batch is sent again (at-least-once).
 var errNoAnswer = errors.New("no answer for the partition in the produce response")
+
+// errHeld: a batch not sent yet, waiting for an earlier batch of its
+// partition (overtake); sent at the latest when its round is waited for.
+var errHeld = errors.New("held back until an earlier batch of the partition is acknowledged")
 
 // retriable reports whether a failed batch may be sent again: a broker
 // error Kafka marks retriable, a partition left unanswered, or a dropped

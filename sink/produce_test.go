@@ -51,7 +51,8 @@ func TestRetriable(t *testing.T) {
 // idempotent producer's sequence rules (KIP-98) as a broker does: a
 // producer's batch of a partition is written only with the next
 // sequence; a resend of one of the last 5 batches written is answered as
-// written and not stored again; another gap is OUT_OF_ORDER_SEQUENCE_NUMBER.
+// written and not stored again; another gap is OUT_OF_ORDER_SEQUENCE_NUMBER;
+// a producer it has no state of is written at any sequence (Kafka 4.1).
 // Faults: fail[partition] answers the next batches with these codes
 // without writing them; lose[partition] writes the next n batches but
 // loses the answers (a dropped connection). With hold, answers are kept
@@ -68,6 +69,10 @@ type fakeCluster struct {
 	inits []string // the InitProducerId requests: "new" or "bump"
 	hold  bool
 	held  []*fakePending
+	// strictFirst refuses a first batch of a producer on a partition
+	// with a sequence other than 0 (Kafka before 2.5, and 4.5+ on a
+	// partition never written); without it any sequence is accepted.
+	strictFirst bool
 }
 
 type fakeSeq struct {
@@ -171,12 +176,22 @@ func (f *fakeCluster) write(p int32, b []byte) kafka.Error {
 	if pid >= 0 {
 		st := f.seqs[p]
 		switch {
-		case st == nil || st.pid != pid || epoch > st.epoch:
-			if seq != 0 {
+		case st == nil || st.pid != pid:
+			// No state of this producer on the partition: any sequence is
+			// accepted (Kafka 2.5 to 4.4, ProducerAppendInfo.checkSequence;
+			// KAFKA-15591 is why: two batches in flight to a new partition
+			// can be written out of order).
+			if f.strictFirst && seq != 0 {
 				return kafka.OutOfOrderSequenceNumber
 			}
 			st = &fakeSeq{pid: pid, epoch: epoch}
 			f.seqs[p] = st
+		case epoch > st.epoch:
+			// A new epoch of a producer the partition has state of: from 0.
+			if seq != 0 {
+				return kafka.OutOfOrderSequenceNumber
+			}
+			st.epoch, st.written = epoch, nil
 		case epoch < st.epoch:
 			return kafka.InvalidProducerEpoch
 		case slices.Contains(st.written, seq):
