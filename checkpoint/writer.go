@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"sync"
 
@@ -12,8 +13,9 @@ import (
 type Backend interface {
 	// Load returns the stored checkpoint, nil when there is none.
 	Load(ctx context.Context) (*Checkpoint, error)
-	// Save stores c as the checkpoint.
-	Save(ctx context.Context, c Checkpoint) error
+	// Save stores c as the checkpoint, checked as o says (see
+	// Store.Save: ErrFenced, ErrBackwards, ErrVanished).
+	Save(ctx context.Context, c Checkpoint, o WriteOptions) error
 	// Key names the checkpoint for messages (the Redis key).
 	Key() string
 }
@@ -34,8 +36,11 @@ type Writer struct {
 	b   Backend
 	src Source
 
-	mu    sync.Mutex
-	parts map[string]int
+	mu      sync.Mutex
+	parts   map[string]int
+	fence   *Fence
+	force   bool
+	existed bool // the key was loaded or written: missing now is ErrVanished
 }
 
 // NewWriter returns a Writer storing into b for the server src, with the
@@ -73,10 +78,47 @@ func (w *Writer) Partitions() map[string]int {
 	return maps.Clone(w.parts)
 }
 
+// SetFence makes every following write carry f: accepted only while f is
+// the source's lease (nil: unfenced).
+func (w *Writer) SetFence(f *Fence) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fence = f
+}
+
+// SetForce turns the monotonic check off ("checkpoint set" only).
+func (w *Writer) SetForce(force bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.force = force
+}
+
+// SetExisted tells the Writer that the key exists (a checkpoint was
+// loaded, or written by an earlier Writer of this publisher): a missing
+// key at the next write is then ErrVanished. Every successful write sets
+// it too.
+func (w *Writer) SetExisted(existed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.existed = existed
+}
+
 // Write stores p as the checkpoint: everything before p was acknowledged
-// (or deliberately skipped, source.on-purged). Errors are the Backend's.
+// (or deliberately skipped, source.on-purged). Errors are the Backend's:
+// *FencedError and *BackwardsError (not written; fatal for this writer),
+// *VanishedError (written again, but the key had been lost), or a Redis
+// error.
 func (w *Writer) Write(ctx context.Context, p binlog.Position) error {
-	return w.b.Save(ctx, w.value(p))
+	w.mu.Lock()
+	o := WriteOptions{Force: w.force, Existed: w.existed, Fence: w.fence}
+	w.mu.Unlock()
+	err := w.b.Save(ctx, w.value(p), o)
+	if err == nil || errors.Is(err, ErrVanished) {
+		w.mu.Lock()
+		w.existed = true
+		w.mu.Unlock()
+	}
+	return err
 }
 
 func (w *Writer) value(p binlog.Position) Checkpoint {

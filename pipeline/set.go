@@ -91,6 +91,7 @@ func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, forc
 		return res, err
 	}
 	w := checkpoint.NewWriter(store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}, parts)
+	w.SetForce(true) // the operator's choice: backwards too
 	if err := w.Write(ctx, binlog.Position{File: pos.File, Pos: pos.Pos, GTIDSet: pos.GTIDSet}); err != nil {
 		return res, err
 	}
