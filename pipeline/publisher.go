@@ -144,9 +144,14 @@ func (p *Publisher) run(ctx context.Context) error {
 		if errors.Is(context.Cause(ctx), ErrAbort) {
 			return err
 		}
-		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
-			p.log.Info("stopped")
-			return nil
+		if ctx.Err() != nil {
+			if err == nil || errors.Is(err, context.Canceled) {
+				p.log.Info("stopped")
+				return nil
+			}
+			// Stopping, but the stop itself failed (the final checkpoint
+			// write): the process must not exit 0 with it unsaved.
+			return fmt.Errorf("stopping: %w", err)
 		}
 		if err == nil || IsFatal(err) {
 			return err

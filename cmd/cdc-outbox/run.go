@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/ha"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/spf13/cobra"
@@ -107,7 +108,8 @@ exit 0.`,
 				log.Info("serving metrics", zap.String("addr", srv.Addr), zap.String("path", "/metrics"))
 			}
 			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version}
-			if err := pipeline.NewPublisher(cfg, opts, m, log).Run(gctx); err != nil {
+			hopts := ha.Options{Publisher: opts, Observer: m, Registerer: m.Registry()}
+			if err := ha.Run(gctx, cfg, hopts, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
 			}

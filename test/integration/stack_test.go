@@ -110,13 +110,16 @@ type env struct {
 	sourceAddr   string   // overrides the MariaDB address the publisher uses
 	kafka        []string // overrides the brokers the publisher uses
 	positionMode string
+	noHA         bool          // ha.enabled: false
+	leaseTTL     time.Duration // ha.lease-ttl (default 3s in tests)
+	haGroup      string        // ha.group (default: the test's own)
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name())) + "_" + runID
 	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
-		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(1), dir: t.TempDir()}
+		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(16) - 15, dir: t.TempDir()} // ha.server-ids: 16 per source
 	if len(e.outbox) > 64 {
 		t.Fatalf("table name too long: %s", e.outbox)
 	}
@@ -188,7 +191,12 @@ log:
   level: info
 shutdown-timeout: 10s
 retry-backoff-max: 2s
-`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key)
+ha:
+  enabled: %v
+  lease-ttl: %s
+  group: %q
+`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key,
+		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"))
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)
