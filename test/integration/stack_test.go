@@ -113,11 +113,18 @@ type env struct {
 	noHA         bool          // ha.enabled: false
 	leaseTTL     time.Duration // ha.lease-ttl (default 3s in tests)
 	haGroup      string        // ha.group (default: the test's own)
+	configText   string        // when set, the whole configuration file instead of the generated one
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name())) + "_" + runID
+	return newEnvNamed(t, t.Name())
+}
+
+// newEnvNamed is newEnv for a world named after name (several in one test).
+func newEnvNamed(t *testing.T, testName string) *env {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(testName)) + "_" + runID
 	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
 		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(16) - 15, dir: t.TempDir()} // ha.server-ids: 16 per source
 	if len(e.outbox) > 64 {
@@ -197,6 +204,9 @@ ha:
   group: %q
 `, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key,
 		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"))
+	if e.configText != "" {
+		cfg = e.configText
+	}
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)
