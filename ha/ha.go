@@ -196,6 +196,14 @@ func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.N
 			s.mu.Lock()
 			s.owned--
 			s.mu.Unlock()
+			if err != nil && pipeline.IsFatal(err) {
+				// Wrong credentials: waiting cannot help.
+				log.Error("cannot acquire the source's lease", zap.Error(err))
+				s.mu.Lock()
+				s.sources--
+				s.mu.Unlock()
+				return nil, time.Time{}, fmt.Errorf("source %s: %w", p.Name, err)
+			}
 			if err == nil && holder != logged {
 				logged = holder
 				log.Info("standing by: another instance holds the source's lease", zap.String("holder", holder))

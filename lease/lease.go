@@ -120,7 +120,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, key, owner string, ttl tim
 	sent = time.Now()
 	res, err := acquireScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(key), checkpoint.FenceKey(key), key}, owner, ttl.Milliseconds()).Slice()
 	if err != nil {
-		return nil, "", sent, fmt.Errorf("lease: acquire %s: %w", checkpoint.LeaseKey(key), err)
+		return nil, "", sent, wrap("acquire "+checkpoint.LeaseKey(key), err)
 	}
 	if len(res) != 2 {
 		return nil, "", sent, fmt.Errorf("lease: acquire %s: unexpected reply %v", checkpoint.LeaseKey(key), res)
@@ -143,7 +143,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, key, owner string, ttl tim
 func Release(ctx context.Context, rdb redis.Scripter, l *Lease) (bool, error) {
 	n, err := releaseScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(l.key)}, l.Fence().Holder()).Int()
 	if err != nil {
-		return false, fmt.Errorf("lease: release %s: %w", checkpoint.LeaseKey(l.key), err)
+		return false, wrap("release "+checkpoint.LeaseKey(l.key), err)
 	}
 	return n == 1, nil
 }
@@ -228,7 +228,7 @@ return redis.call('ZCARD', KEYS[1])
 func Heartbeat(ctx context.Context, rdb redis.Scripter, group, owner string, ttl time.Duration) (int, error) {
 	n, err := heartbeatScript.Run(ctx, rdb, []string{group}, owner, ttl.Milliseconds()).Int()
 	if err != nil {
-		return 0, fmt.Errorf("lease: heartbeat %s: %w", group, err)
+		return 0, wrap("heartbeat "+group, err)
 	}
 	return n, nil
 }
@@ -236,4 +236,13 @@ func Heartbeat(ctx context.Context, rdb redis.Scripter, group, owner string, ttl
 // Leave removes owner from group (at a clean shutdown).
 func Leave(ctx context.Context, rdb redis.Cmdable, group, owner string) error {
 	return rdb.ZRem(ctx, group, owner).Err()
+}
+
+// wrap wraps a Redis error of op; an authentication error (WRONGPASS,
+// NOAUTH) also wraps checkpoint.ErrAuth (fatal), naming the settings.
+func wrap(op string, err error) error {
+	if redis.IsAuthError(err) {
+		return fmt.Errorf("%w: lease: %s: %w: check checkpoint.username and checkpoint.password (CDC_OUTBOX_CHECKPOINT_USERNAME, CDC_OUTBOX_CHECKPOINT_PASSWORD)", checkpoint.ErrAuth, op, err)
+	}
+	return fmt.Errorf("lease: %s: %w", op, err)
 }

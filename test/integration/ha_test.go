@@ -219,3 +219,107 @@ sources:
 		t.Logf("s%d: %d events, %d duplicates", i, prs[i].plan.Total, rep.Duplicates)
 	}
 }
+
+// check FAILs an evicting maxmemory-policy (allkeys-lru with a maxmemory)
+// and passes volatile-lru, which spares the checkpoint (no TTL).
+func TestCheckEvictionPolicy(t *testing.T) {
+	e := newEnv(t)
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	t.Cleanup(func() { rdb.Close() }) // after the restore below (cleanups run last first)
+	ctx := context.Background()
+	old, _ := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	oldMax, _ := rdb.ConfigGet(ctx, "maxmemory").Result()
+	t.Cleanup(func() {
+		rdb.ConfigSet(ctx, "maxmemory-policy", old["maxmemory-policy"])
+		rdb.ConfigSet(ctx, "maxmemory", oldMax["maxmemory"])
+	})
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1gb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru")
+	out, code := e.cli(nil, "check")
+	if code != 1 || !strings.Contains(out, "FAIL  redis") || !strings.Contains(out, "maxmemory-policy allkeys-lru may evict the checkpoint key") {
+		t.Fatalf("check under allkeys-lru: exit %d\n%s", code, out)
+	}
+	rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-lru")
+	out, code = e.cli(nil, "check")
+	if code != 0 || !strings.Contains(out, "maxmemory-policy volatile-lru does not evict the checkpoint") {
+		t.Fatalf("check under volatile-lru: exit %d\n%s", code, out)
+	}
+}
+
+// A checkpoint key deleted under a running publisher (FLUSHALL, eviction)
+// is logged as an error and written again; a second publisher writing
+// the key without a lease (ha.enabled: false) behind the first one's
+// position is refused and stops with both positions named.
+func TestCheckpointVanishedAndBackwards(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	plan := workload.Generate(1800, 0, 50, 2000, 1, 50, 50)
+	pr := e.produceBackground(plan, 1000)
+	e.waitPublished(plan, 300, time.Minute)
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	rdb.Del(context.Background(), e.key)
+	e.waitLog(p, "checkpoint key vanished under the running publisher", 10*time.Second)
+	e.finish("checkpoint key deleted under the publisher", pr, -1)
+	if e.checkpoint() == nil {
+		t.Fatal("checkpoint not written again")
+	}
+	p.stop(t, 20*time.Second)
+	// An old position written behind the stored one by a writer of the
+	// same server: refused.
+	cp := e.checkpoint()
+	old := *cp
+	old.Pos = 4
+	s := checkpoint.NewStore(checkpoint.Config{Addr: redisAddr, Key: e.key, Timeout: 2 * time.Second})
+	defer s.Close()
+	err := s.Save(context.Background(), old, checkpoint.WriteOptions{})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s:%d", cp.File, cp.Pos)) || !strings.Contains(err.Error(), fmt.Sprintf("%s:4", cp.File)) {
+		t.Fatalf("backwards write: %v", err)
+	}
+	if now := e.checkpoint(); now.Pos != cp.Pos {
+		t.Fatalf("refused write moved the checkpoint to %d", now.Pos)
+	}
+}
+
+// Wrong Redis credentials (WRONGPASS) stop the publisher at once
+// (exit 1) naming the settings to fix, instead of retrying for ever.
+func TestRedisWrongPassword(t *testing.T) {
+	e := newEnv(t)
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	user := "it-" + runID
+	if err := rdb.Do(ctx, "ACL", "SETUSER", user, "on", ">right-"+runID, "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Do(ctx, "ACL", "DELUSER", user) })
+	began := time.Now()
+	out, code := e.cli([]string{"CDC_OUTBOX_CHECKPOINT_USERNAME=" + user, "CDC_OUTBOX_CHECKPOINT_PASSWORD=wrong-" + runID}, "run")
+	if code != 1 || !strings.Contains(out, "checkpoint.password") || strings.Contains(out, "wrong-"+runID) {
+		t.Fatalf("run with a wrong Redis password: exit %d after %s, want 1 naming checkpoint.password (and not the password):\n%s", code, time.Since(began), tail(out, 10))
+	}
+	t.Logf("exit 1 after %s", time.Since(began).Round(time.Millisecond))
+}
+
+// SIGTERM while Redis is down (no lease: ha.enabled false): the final
+// checkpoint write fails, and the process exits 1, not 0.
+func TestTermFinalCheckpointFails(t *testing.T) {
+	e := newEnv(t)
+	e.noHA = true
+	p := e.start()
+	plan := workload.Generate(1900, 0, 50, 1000, 1, 50, 50)
+	pr := e.produceBackground(plan, 1000)
+	e.waitPublished(plan, 200, time.Minute)
+	stack(t, "stop-redis")
+	t.Cleanup(func() { stack(t, "start-redis") })
+	e.waitPublished(plan, 600, time.Minute) // acknowledged, not stored
+	if code := p.stop(t, 30*time.Second); code != 1 || !logHas(p.log, "stopping: ") {
+		b, _ := os.ReadFile(p.log)
+		t.Fatalf("exit %d after SIGTERM with the final checkpoint write failing, want 1:\n%s", code, tail(string(b), 10))
+	}
+	stack(t, "start-redis")
+	e.start()
+	e.finish("SIGTERM with Redis down (final write fails), restart", pr, -1)
+}
