@@ -55,6 +55,16 @@ func (c Config) StopMargin() time.Duration {
 	return c.TTL / 5
 }
 
+// IDs is how many replica server_ids from source.server-id a source's
+// publishers use: ServerIDs under leases, else 1. Other replicas of the
+// same configuration (replay) take source.server-id + IDs().
+func (c Config) IDs() int {
+	if c.Enabled && c.ServerIDs > 1 {
+		return c.ServerIDs
+	}
+	return 1
+}
+
 // Validate checks the configuration and returns all problems joined.
 func (c *Config) Validate() error {
 	if !c.Enabled {

@@ -126,7 +126,7 @@ func newEnvNamed(t *testing.T, testName string) *env {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(testName)) + "_" + runID
 	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
-		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(16) - 15, dir: t.TempDir()} // ha.server-ids: 16 per source
+		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(32) - 31, dir: t.TempDir()} // ha.server-ids 16 for the publishers, then replay's default
 	if len(e.outbox) > 64 {
 		t.Fatalf("table name too long: %s", e.outbox)
 	}
