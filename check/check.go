@@ -169,7 +169,28 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 	default:
 		r.ok("redis", "TLS: %s", state)
 	}
+	checkEviction(ctx, cfg, store, r)
 	checkCheckpoint(ctx, cfg, store, srv, parts, r)
+}
+
+// checkEviction FAILs a maxmemory-policy that may evict the checkpoint
+// (checkpoint.EvictionRisk).
+func checkEviction(ctx context.Context, cfg config.Config, store *checkpoint.Store, r *Report) {
+	policy, max, err := store.MaxMemoryPolicy(ctx)
+	if err != nil {
+		r.warn("redis", "cannot read maxmemory-policy (%v): make sure it is noeviction or volatile-*, or the checkpoint may be evicted", err)
+		return
+	}
+	ttl, err := store.TTL(ctx)
+	if err != nil {
+		r.warn("redis", "cannot read the checkpoint key's TTL (%v)", err)
+		return
+	}
+	if risk := checkpoint.EvictionRisk(policy, max, ttl); risk != "" {
+		r.fail("redis", "%s: %s", cfg.Checkpoint.Addr, risk)
+		return
+	}
+	r.ok("redis", "%s: maxmemory-policy %s does not evict the checkpoint", cfg.Checkpoint.Addr, policy)
 }
 
 // checkTopics checks the target topics and the dead-letter topic; it

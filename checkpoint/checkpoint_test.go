@@ -33,7 +33,7 @@ func (f *fakeBackend) Load(context.Context) (*Checkpoint, error) {
 	return f.cp, nil
 }
 
-func (f *fakeBackend) Save(_ context.Context, c Checkpoint) error {
+func (f *fakeBackend) Save(_ context.Context, c Checkpoint, _ WriteOptions) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -187,7 +187,7 @@ func TestConfigValidate(t *testing.T) {
 
 // startRedis runs a private redis-server (from the dev stack's packages)
 // on a free loopback port for the test; skipped when none is installed.
-func startRedis(t *testing.T) string {
+func startRedis(t *testing.T, args ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -201,6 +201,7 @@ func startRedis(t *testing.T) string {
 	_, port, _ := net.SplitHostPort(addr)
 	ln.Close()
 	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd.Args = append(cmd.Args, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestStoreOnRedis(t *testing.T) {
 		t.Fatalf("Delete again = %v %v", ok, err)
 	}
 	s.Close()
-	if err := s.Save(ctx, Checkpoint{File: "x", Pos: 4}); err == nil || !strings.Contains(err.Error(), cfg.Key) {
+	if err := s.Save(ctx, Checkpoint{File: "x", Pos: 4}, WriteOptions{}); err == nil || !strings.Contains(err.Error(), cfg.Key) {
 		t.Fatalf("Save on a closed client = %v, want an error naming the key", err)
 	}
 	if _, err := s.Load(ctx); err == nil {

@@ -2,11 +2,13 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -72,7 +74,10 @@ func (c *Committer) Saved() binlog.Position {
 // final write, whose error Run returns). A failed periodic write is logged
 // (rate-limited) and retried at the next interval while publishing goes
 // on; the stored position then lags, so a restart would publish more
-// duplicates, but never skips anything.
+// duplicates, but never skips anything. A refused write (ErrFenced: the
+// lease was lost; ErrBackwards: another publisher writes the key) ends
+// Run at once with that error: this publisher must stop. A key found
+// missing (ErrVanished) is logged as an error, and was written again.
 func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
@@ -84,7 +89,9 @@ func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 			}
 			c.take(a)
 		case <-t.C:
-			if err := c.save(ctx); err != nil {
+			if err := c.save(ctx); Refused(err) {
+				return err
+			} else if err != nil {
 				c.warnFailed(err)
 			}
 		case <-ctx.Done():
@@ -102,6 +109,12 @@ func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 			}
 		}
 	}
+}
+
+// Refused reports whether err is a write the store refused (ErrFenced,
+// ErrBackwards): the writer is not the one that should be publishing.
+func Refused(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, ErrBackwards)
 }
 
 func (c *Committer) take(a Ack) {
@@ -126,6 +139,9 @@ func (c *Committer) final() error {
 	return nil
 }
 
+// save writes the newest acknowledged position if it is new (periodic:
+// copied to the mirror at most every mirror interval). A vanished key
+// (written again) is logged here, as an error, and not returned.
 func (c *Committer) save(ctx context.Context) error { return c.saveWith(ctx, c.w.periodic) }
 
 func (c *Committer) saveWith(ctx context.Context, write func(context.Context, binlog.Position) error) error {
@@ -137,7 +153,10 @@ func (c *Committer) saveWith(ctx context.Context, write func(context.Context, bi
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := write(ctx, p); err != nil {
+	if err := write(ctx, p); errors.Is(err, ErrVanished) {
+		c.log.Error("checkpoint key vanished under the running publisher; written again", zap.Error(err),
+			zap.String("key", c.w.Key()), zap.String("file", p.File), zap.Uint32("pos", p.Pos))
+	} else if err != nil {
 		if c.obs != nil {
 			c.obs.CheckpointFailed()
 		}
@@ -155,7 +174,12 @@ func (c *Committer) saveWith(ctx context.Context, write func(context.Context, bi
 func (c *Committer) warnFailed(err error) {
 	if ok, suppressed := c.warn.Allow(time.Now()); ok {
 		saved := c.Saved()
-		c.log.Warn("cannot write checkpoint; publishing continues, a restart now would resume from the last stored position",
-			zap.Error(err), zap.String("file", saved.File), zap.Uint32("pos", saved.Pos), zap.Int("suppressed", suppressed))
+		msg := "cannot write checkpoint; publishing continues; a restart now would resume from the last position written (file, pos below), " +
+			"as long as the key still holds it"
+		if redis.IsOOMError(err) {
+			msg = "cannot write checkpoint: Redis is at maxmemory (OOM) and refuses writes; publishing continues. Free memory or raise maxmemory; " +
+				"under an evicting maxmemory-policy the key may already be gone, and a restart would then find no checkpoint (cdc-outbox check tells)"
+		}
+		c.log.Warn(msg, zap.Error(err), zap.String("key", c.w.Key()), zap.String("file", saved.File), zap.Uint32("pos", saved.Pos), zap.Int("suppressed", suppressed))
 	}
 }

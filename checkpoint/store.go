@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -35,6 +37,10 @@ type Checkpoint struct {
 	EventTime time.Time `json:"event_time"`
 	// UpdatedAt: when this value was written.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Token and Owner: the lease this value was written under (package
+	// ha); 0 and "" when written without one (checkpoint set).
+	Token uint64 `json:"token,omitempty"`
+	Owner string `json:"owner,omitempty"`
 	// Partitions: each target topic's partition count when this value was
 	// written. A different count at start means the key → partition mapping
 	// changed (the publisher then refuses to start until confirmed). Absent
@@ -183,16 +189,100 @@ func Encode(c Checkpoint) ([]byte, error) {
 	return json.Marshal(c)
 }
 
-// Save writes c (setting Version and UpdatedAt) with a single SET.
-func (s *Store) Save(ctx context.Context, c Checkpoint) error {
+// Save writes c (setting Version and UpdatedAt, and Token and Owner from
+// o.Fence) in one atomic step (saveScript): refused with a *FencedError
+// (ErrFenced) when o.Fence is no longer the source's lease, with a
+// *BackwardsError (ErrBackwards) when it would move the checkpoint back
+// (unless o.Force); written but reported as a *VanishedError (ErrVanished)
+// when the key was missing although o.Existed. Other errors are Redis's,
+// naming the key and the address.
+func (s *Store) Save(ctx context.Context, c Checkpoint, o WriteOptions) error {
+	lease, holder := LeaseKey(s.key), ""
+	if o.Fence != nil {
+		c.Token, c.Owner = o.Fence.Token, o.Fence.Owner
+		lease, holder = o.Fence.LeaseKey, o.Fence.Holder()
+	}
 	b, err := Encode(c)
 	if err != nil {
 		return err
 	}
-	if err := s.rdb.Set(ctx, s.key, b, 0).Err(); err != nil {
-		return fmt.Errorf("checkpoint: SET %s on %s: %w", s.key, s.cfg.Addr, s.explain(ctx, err))
+	mode, existed := "mono", "0"
+	if o.Force {
+		mode = "force"
 	}
-	return nil
+	if o.Existed {
+		existed = "1"
+	}
+	res, err := saveScript.Run(ctx, s.rdb, []string{s.key, lease},
+		string(b), mode, existed, holder, strconv.FormatUint(uint64(c.ServerID), 10), c.File, strconv.FormatUint(uint64(c.Pos), 10)).StringSlice()
+	if err != nil {
+		return s.fail("write "+s.key, err)
+	}
+	switch res[0] {
+	case "ok":
+		return nil
+	case "vanished":
+		return &VanishedError{Key: s.key, At: c.Position()}
+	case "fenced":
+		e := &FencedError{Key: s.key, Refused: c.Position(), Holder: res[1]}
+		if o.Fence != nil {
+			e.Token, e.Owner = o.Fence.Token, o.Fence.Owner
+		}
+		return e
+	case "backwards":
+		pos, _ := strconv.ParseUint(res[2], 10, 32)
+		return &BackwardsError{Key: s.key, Stored: binlog.Position{File: res[1], Pos: uint32(pos)}, Refused: c.Position()}
+	}
+	return fmt.Errorf("checkpoint: write %s on %s: unexpected script reply %q", s.key, s.cfg.Addr, res)
+}
+
+// Client returns the Redis client (package ha keeps the lease with it).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// MaxMemoryPolicy returns the server's maxmemory-policy and maxmemory
+// (bytes, 0: no limit).
+func (s *Store) MaxMemoryPolicy(ctx context.Context) (string, int64, error) {
+	p, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return "", 0, s.fail("CONFIG GET maxmemory-policy", err)
+	}
+	m, err := s.rdb.ConfigGet(ctx, "maxmemory").Result()
+	if err != nil {
+		return "", 0, s.fail("CONFIG GET maxmemory", err)
+	}
+	n, _ := strconv.ParseInt(m["maxmemory"], 10, 64)
+	return p["maxmemory-policy"], n, nil
+}
+
+// TTL returns the checkpoint key's time to live: -1 (as Redis reports it,
+// in go-redis's unit) when it has none, -2 when the key does not exist.
+func (s *Store) TTL(ctx context.Context) (time.Duration, error) {
+	d, err := s.rdb.PTTL(ctx, s.key).Result()
+	if err != nil {
+		return 0, s.fail("PTTL "+s.key, err)
+	}
+	return d, nil
+}
+
+// EvictionRisk decides whether Redis may evict the checkpoint: the
+// problem as a sentence naming the fix, "" when it cannot. noeviction
+// never evicts (writes fail with OOM instead, which the publisher
+// reports); volatile-* policies evict only keys with a TTL, and the
+// checkpoint is written without one (ttl < 0: none, or the key does not
+// exist yet), so they are safe unless someone gave the key a TTL;
+// allkeys-* policies may evict any key (see
+// https://redis.io/docs/latest/develop/reference/eviction/). maxmemory 0
+// (no limit) never evicts.
+func EvictionRisk(policy string, maxmemory int64, ttl time.Duration) string {
+	switch {
+	case maxmemory == 0 || policy == "noeviction":
+		return ""
+	case strings.HasPrefix(policy, "volatile-") && ttl < 0:
+		return ""
+	case strings.HasPrefix(policy, "volatile-"):
+		return fmt.Sprintf("maxmemory-policy %s evicts keys with a TTL, and the checkpoint key has one (%s): remove it (PERSIST <key>) and find who set it", policy, ttl)
+	}
+	return fmt.Sprintf("maxmemory-policy %s may evict the checkpoint key when Redis reaches maxmemory (%d bytes): a publisher started then starts without its checkpoint; set maxmemory-policy noeviction (or a volatile-* policy, which spares keys without a TTL)", policy, maxmemory)
 }
 
 // Delete removes the key; it reports whether the key existed.
@@ -223,7 +313,7 @@ func (s *Store) Persistence(ctx context.Context) (aof, rdb bool, err error) {
 	}
 	save, err := s.rdb.ConfigGet(ctx, "save").Result()
 	if err != nil {
-		return false, false, err
+		return false, false, s.fail("CONFIG GET save", err)
 	}
 	return a["appendonly"] == "yes", save["save"] != "", nil
 }
@@ -250,4 +340,10 @@ func (c Config) Redacted() Config {
 		c.SentinelPassword = "***"
 	}
 	return c
+}
+
+// fail wraps a Redis error of op, naming the key and the address, with
+// the fix for a login or TLS problem (explain: ErrAuth, ErrTLS).
+func (s *Store) fail(op string, err error) error {
+	return fmt.Errorf("checkpoint: %s on %s: %w", op, s.cfg.Addr, s.explain(context.Background(), err))
 }

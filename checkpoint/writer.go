@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -14,8 +15,9 @@ import (
 type Backend interface {
 	// Load returns the stored checkpoint, nil when there is none.
 	Load(ctx context.Context) (*Checkpoint, error)
-	// Save stores c as the checkpoint.
-	Save(ctx context.Context, c Checkpoint) error
+	// Save stores c as the checkpoint, checked as o says (see
+	// Store.Save: ErrFenced, ErrBackwards, ErrVanished).
+	Save(ctx context.Context, c Checkpoint, o WriteOptions) error
 	// Key names the checkpoint for messages (the Redis key).
 	Key() string
 }
@@ -55,6 +57,9 @@ type Writer struct {
 
 	mu       sync.Mutex
 	parts    map[string]int
+	fence    *Fence
+	force    bool
+	existed  bool            // the key was loaded or written: missing now is ErrVanished
 	mirrored time.Time       // last copy to the mirror
 	copied   binlog.Position // and its position
 }
@@ -103,9 +108,36 @@ func (w *Writer) Partitions() map[string]int {
 	return maps.Clone(w.parts)
 }
 
+// SetFence makes every following write carry f: accepted only while f is
+// the source's lease (nil: unfenced).
+func (w *Writer) SetFence(f *Fence) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fence = f
+}
+
+// SetForce turns the monotonic check off ("checkpoint set" only).
+func (w *Writer) SetForce(force bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.force = force
+}
+
+// SetExisted tells the Writer that the key exists (a checkpoint was
+// loaded, or written by an earlier Writer of this publisher): a missing
+// key at the next write is then ErrVanished. Every successful write sets
+// it too.
+func (w *Writer) SetExisted(existed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.existed = existed
+}
+
 // Write stores p as the checkpoint, and its copy in the mirror:
 // everything before p was acknowledged (or deliberately skipped,
-// source.on-purged). Errors are the Backend's.
+// source.on-purged). Errors are the Backend's: *FencedError and
+// *BackwardsError (not written; fatal for this writer), *VanishedError
+// (written again, but the key had been lost), or a Redis error.
 func (w *Writer) Write(ctx context.Context, p binlog.Position) error {
 	return w.write(ctx, p, true)
 }
@@ -117,33 +149,38 @@ func (w *Writer) periodic(ctx context.Context, p binlog.Position) error {
 }
 
 func (w *Writer) write(ctx context.Context, p binlog.Position, mirror bool) error {
+	w.mu.Lock()
+	o := WriteOptions{Force: w.force, Existed: w.existed, Fence: w.fence}
+	w.mu.Unlock()
 	v := w.value(p)
-	if err := w.b.Save(ctx, v); err != nil {
+	err := w.b.Save(ctx, v, o)
+	if err != nil && !errors.Is(err, ErrVanished) {
 		return err
 	}
-	if w.mirror == nil {
-		return nil
-	}
 	w.mu.Lock()
-	due := mirror || time.Since(w.mirrored) >= w.mirrorEvery
+	w.existed = true
+	due := w.mirror != nil && (mirror || time.Since(w.mirrored) >= w.mirrorEvery)
 	w.mu.Unlock()
 	if !due {
-		return nil
+		return err
 	}
-	b, err := Encode(v)
-	if err == nil {
-		err = w.mirror.Save(ctx, w.b.Key(), b)
+	if o.Fence != nil {
+		v.Token, v.Owner = o.Fence.Token, o.Fence.Owner
 	}
-	if err != nil {
+	b, merr := Encode(v)
+	if merr == nil {
+		merr = w.mirror.Save(ctx, w.b.Key(), b)
+	}
+	if merr != nil {
 		if w.mirrorErr != nil {
-			w.mirrorErr(fmt.Errorf("checkpoint: copy of %s to the mirror: %w", w.b.Key(), err))
+			w.mirrorErr(fmt.Errorf("checkpoint: copy of %s to the mirror: %w", w.b.Key(), merr))
 		}
-		return nil
+		return err
 	}
 	w.mu.Lock()
 	w.mirrored, w.copied = time.Now(), p
 	w.mu.Unlock()
-	return nil
+	return err
 }
 
 // syncMirror copies p to the mirror when the last copy is of another

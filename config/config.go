@@ -19,6 +19,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
+	"github.com/cdc-outbox/cdc-outbox/lease"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"gopkg.in/yaml.v3"
@@ -35,6 +36,11 @@ type Config struct {
 	Kafka      sink.Config       `yaml:"kafka" envPrefix:"KAFKA_"`
 	Checkpoint checkpoint.Config `yaml:"checkpoint" envPrefix:"CHECKPOINT_"`
 	Log        logging.Config    `yaml:"log" envPrefix:"LOG_"`
+	// HA: the leases that make one instance publish each source (docs/ha.md).
+	HA lease.Config `yaml:"ha" envPrefix:"HA_"`
+	// Sources: several sources in one process (see SourceConfig); empty:
+	// the top-level sections are the one source.
+	Sources []SourceConfig `yaml:"sources"`
 	// ShutdownTimeout bounds the flush after SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" env:"SHUTDOWN_TIMEOUT"`
 	// RetryBackoffMax caps the wait between pipeline restarts after a
@@ -53,6 +59,7 @@ func Default() Config {
 		Kafka:           sink.DefaultConfig(),
 		Checkpoint:      checkpoint.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
+		HA:              lease.DefaultConfig(),
 		ShutdownTimeout: 30 * time.Second,
 		RetryBackoffMax: 5 * time.Second,
 		MetricsAddr:     "127.0.0.1:9108",
@@ -76,6 +83,9 @@ func Load(path string) (Config, error) {
 	}
 	if err := applyEnv(&cfg, os.Environ()); err != nil {
 		return cfg, fmt.Errorf("config: environment: %w", err)
+	}
+	if err := cfg.resolveSources(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
 }
@@ -219,6 +229,13 @@ func (c *Config) Check(s Scope) error {
 	case ScopeOps, ScopeFiles:
 		v := *c
 		v.Source.Start = ""
+		v.Sources = slices.Clone(c.Sources)
+		for i := range v.Sources {
+			v.Sources[i].Source.Start = ""
+			if s == ScopeFiles && v.Sources[i].Source.User == "" {
+				v.Sources[i].Source.User = "unused"
+			}
+		}
 		if s == ScopeFiles && v.Source.User == "" {
 			v.Source.User = "unused" // no connection: the source section only names the table
 		}
@@ -382,10 +399,18 @@ func errEOF(err error) error {
 
 // Validate validates every section and joins all errors.
 func (c *Config) Validate() error {
-	errs := []error{c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate(), c.Log.Validate()}
-	if c.Kafka.DeadLetterTopic != "" && c.Kafka.DeadLetterTopic == c.Router.Topic {
-		errs = append(errs, fmt.Errorf("kafka.dead-letter-topic: %q: must differ from router.topic", c.Kafka.DeadLetterTopic))
+	var errs []error
+	if len(c.Sources) > 0 {
+		// The top-level sections are the entries' defaults; each entry is
+		// validated whole.
+		errs = append(errs, c.validateSources())
+	} else {
+		errs = append(errs, c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate())
+		if c.Kafka.DeadLetterTopic != "" && c.Kafka.DeadLetterTopic == c.Router.Topic {
+			errs = append(errs, fmt.Errorf("kafka.dead-letter-topic: %q: must differ from router.topic", c.Kafka.DeadLetterTopic))
+		}
 	}
+	errs = append(errs, c.Log.Validate(), c.HA.Validate())
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s: want > 0", c.ShutdownTimeout))
 	}

@@ -140,7 +140,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"unknown top-level key", "sources:\n  user: u\n", "line 1: sources: unknown key; the top level has: source, router, kafka"},
+		{"unknown top-level key", "sourcez:\n  user: u\n", "line 1: sourcez: unknown key; the top level has: source, router, kafka"},
 		{"unknown nested key", "source:\n  user: u\n  pasword: x\n", "line 3: source.pasword: unknown key; source has: flavor, addr, user, password"},
 		{"snake_case key is unknown", "source:\n  server_id: 7\n", "source.server_id: unknown key"},
 		{"camelCase key is unknown", "kafka:\n  batchSize: 7\n", "kafka.batchSize: unknown key; kafka has: brokers, batch-size"},

@@ -32,6 +32,13 @@ var (
 	// exists, an unsupported server, a bad source.backfill-where). Errors
 	// wrapping it also wrap binlog.ErrStart, so they are fatal.
 	ErrBackfill = errors.New("backfill")
+	// ErrAbort, as the cause of a cancelled context, makes Run stop at
+	// once without draining (see Run).
+	ErrAbort = errors.New("pipeline: aborted")
+	// ErrLeaseLost reports that the Publisher's Fence was lost (not
+	// renewed in time, or taken over): it stopped publishing. Not an error
+	// of the source: the instance goes back to standby (package ha).
+	ErrLeaseLost = fmt.Errorf("%w: the source's lease was lost", ErrAbort)
 )
 
 func backfillError(format string, a ...any) error {
@@ -42,11 +49,14 @@ func backfillError(format string, a ...any) error {
 // restarting the pipeline: configuration, privileges, server settings,
 // unavailable positions, undecodable rows and poison records under
 // kafka.on-poison: fail (sink.ErrPoison: invalid JSON, unroutable or
-// oversize records), a corrupt checkpoint, a partition count change and a
-// start the decision refused.
+// oversize records), a corrupt checkpoint, a partition count change, a
+// start the decision refused, Redis refusing the credentials
+// (checkpoint.ErrAuth), a checkpoint write refused (checkpoint.ErrFenced,
+// ErrBackwards: this publisher must not go on) and a lost lease.
 func IsFatal(err error) bool {
 	return binlog.IsFatal(err) || sink.IsFatal(err) || errors.Is(err, router.ErrTopic) ||
 		errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrAuth) || errors.Is(err, checkpoint.ErrTLS) ||
+		checkpoint.Refused(err) || errors.Is(err, ErrLeaseLost) ||
 		errors.Is(err, ErrPartitionsChanged) || errors.Is(err, ErrRecover) ||
 		errors.Is(err, ErrTopicMissing) || errors.Is(err, ErrBackfill) || errors.Is(err, sink.ErrMirror)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // Observer receives the publisher's measurements besides the Writer's
@@ -75,6 +76,23 @@ type Options struct {
 	// and loops (/healthz).
 	Phase Phase
 	Live  Ticker
+	// Fence, when set, is the source's lease (package ha): every
+	// checkpoint write carries it, and the Publisher stops at once, with
+	// ErrLeaseLost, when it is lost. nil: unfenced (a single instance
+	// with ha.enabled false; tools).
+	Fence Fence
+}
+
+// Fence is the lease a Publisher publishes under (*ha.Lease).
+type Fence interface {
+	// Token is the fencing token of this ownership term (only grows).
+	Token() uint64
+	// Owner is the instance's id.
+	Owner() string
+	// Lost is closed when the lease was lost or is about to expire
+	// without renewal: publishing must stop before another instance can
+	// take over.
+	Lost() <-chan struct{}
 }
 
 // Publisher is run: it decides where to start (Decide), then runs the
@@ -131,6 +149,33 @@ func (p *Publisher) Run(ctx context.Context) error {
 	if p.mirror != nil {
 		defer p.mirror.Close()
 	}
+	if f := p.opts.Fence; f != nil {
+		// The lease lost: cancel everything at once (ErrAbort: no drain).
+		fctx, cancel := context.WithCancelCause(ctx)
+		done := make(chan struct{})
+		var g errgroup.Group
+		g.Go(func() error {
+			select {
+			case <-f.Lost():
+				cancel(fmt.Errorf("%w (token %d)", ErrLeaseLost, f.Token()))
+			case <-done:
+			}
+			return nil
+		})
+		defer func() { close(done); _ = g.Wait(); cancel(nil) }()
+		err := p.run(fctx)
+		if cause := context.Cause(fctx); errors.Is(cause, ErrLeaseLost) && ctx.Err() == nil {
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrAbort) {
+				return fmt.Errorf("%w; then: %w", cause, err)
+			}
+			return cause
+		}
+		return err
+	}
+	return p.run(ctx)
+}
+
+func (p *Publisher) run(ctx context.Context) error {
 	cfg := p.cfg
 	src := cfg.Source.Redacted()
 	p.log.Info("starting", zap.String("version", p.opts.Version),
@@ -160,14 +205,22 @@ func (p *Publisher) Run(ctx context.Context) error {
 		began := time.Now()
 		p.tick()
 		err := p.attempt(ctx, attempt)
-		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		if errors.Is(context.Cause(ctx), ErrAbort) {
+			return err
+		}
+		if ctx.Err() != nil {
 			p.setPhase(health.Stopping, "signal received")
-			if err != nil {
-				p.log.Info("stopped by the signal", zap.Error(err))
-			} else {
-				p.log.Info("stopped")
+			if err == nil || errors.Is(err, context.Canceled) {
+				if err != nil {
+					p.log.Info("stopped by the signal", zap.Error(err))
+				} else {
+					p.log.Info("stopped")
+				}
+				return nil
 			}
-			return nil
+			// Stopping, but the stop itself failed (the final checkpoint
+			// write): the process must not exit 0 with it unsaved.
+			return fmt.Errorf("stopping: %w", err)
 		}
 		p.obs.SourceState(false, false)
 		var perr *sink.PoisonError
@@ -229,8 +282,17 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 		if err := srv.Check(ctx); err != nil {
 			return err
 		}
-		if ok, err := p.store.Persistent(ctx); err == nil && !ok {
+		if ok, err := p.store.Persistent(ctx); errors.Is(err, checkpoint.ErrAuth) {
+			return err
+		} else if err == nil && !ok {
 			p.log.Warn("Redis does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; enable appendonly yes")
+		}
+		if policy, max, err := p.store.MaxMemoryPolicy(ctx); err == nil {
+			if ttl, err := p.store.TTL(ctx); err == nil {
+				if risk := checkpoint.EvictionRisk(policy, max, ttl); risk != "" {
+					p.log.Error("Redis may evict the checkpoint: "+risk, zap.String("key", p.store.Key()), zap.String("redis", p.cfg.Checkpoint.Addr))
+				}
+			}
 		}
 		if p.mirror != nil {
 			created, err := p.mirror.Ensure(ctx)
@@ -257,15 +319,7 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	if err := p.checkPartitions(ctx, cmp.Or(cp, mcp)); err != nil {
 		return err
 	}
-	cpw := checkpoint.NewWriter(p.store, ident, p.parts)
-	if p.mirror != nil {
-		cpw.SetMirror(p.mirror, cfg.Checkpoint.MirrorInterval, func(err error) {
-			if ok, n := p.mirrorWarn.Allow(time.Now()); ok {
-				p.log.Warn("cannot copy the checkpoint to the mirror topic; Redis has it, a lost Redis key would resume from the older copy (more duplicates, nothing lost)",
-					zap.Error(err), zap.Int("suppressed", n))
-			}
-		})
-	}
+	cpw := p.writer(ident, p.parts, p.known || cp != nil)
 	from := p.resume
 	saved := from
 	if !p.known {
@@ -531,13 +585,33 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 				zap.String("topic", c.Topic), zap.Int("stored", c.Stored), zap.Int("now", c.Now))
 		}
 		// Stored at once, with the checkpoint's own position and server.
-		w := checkpoint.NewWriter(p.store, checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor}, now)
+		w := p.writer(checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor}, now, true)
 		if err := w.Write(ctx, cp.Position()); err != nil {
 			return err
 		}
 		p.log.Info("new partition counts stored with the checkpoint", zap.String("key", p.store.Key()), zap.Any("partitions", now))
 	}
 	return nil
+}
+
+// writer returns a checkpoint Writer for the server src carrying the
+// Fence, if any; existed: the key was loaded or written before (a missing
+// key is then checkpoint.ErrVanished).
+func (p *Publisher) writer(src checkpoint.Source, parts map[string]int, existed bool) *checkpoint.Writer {
+	w := checkpoint.NewWriter(p.store, src, parts)
+	if f := p.opts.Fence; f != nil {
+		w.SetFence(&checkpoint.Fence{LeaseKey: checkpoint.LeaseKey(p.store.Key()), Owner: f.Owner(), Token: f.Token()})
+	}
+	w.SetExisted(existed)
+	if p.mirror != nil {
+		w.SetMirror(p.mirror, p.cfg.Checkpoint.MirrorInterval, func(err error) {
+			if ok, n := p.mirrorWarn.Allow(time.Now()); ok {
+				p.log.Warn("cannot copy the checkpoint to the mirror topic; Redis has it, a lost Redis key would resume from the older copy (more duplicates, nothing lost)",
+					zap.Error(err), zap.Int("suppressed", n))
+			}
+		})
+	}
+	return w
 }
 
 type nopObserver struct{}

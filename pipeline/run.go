@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -60,7 +61,11 @@ type Stages struct {
 // the writer and the committer then drain what was read, and the committer
 // writes the final checkpoint, within shutdown; past it the writer is
 // cancelled too, and the committer still writes the last acknowledged
-// position. Any stage's error stops all of them. Run returns the first error
+// position. A ctx cancelled with a cause wrapping ErrAbort (the lease
+// was lost, see Publisher) cancels the source and the writer at once, with
+// no drain; the committer still tries its final write (fenced: refused
+// once another instance holds the lease). Any stage's error stops all of
+// them. Run returns the first error
 // (nil when the source ended and everything was drained, or ctx was
 // cancelled and the drain completed in time; a drain cut short returns
 // context.Canceled).
@@ -71,6 +76,14 @@ func Run(ctx context.Context, s Stages, shutdown time.Duration, log *zap.Logger)
 	drainCtx, stopDrain := context.WithCancel(gctx)
 	defer stopDrain()
 	unhook := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), ErrAbort) {
+			// The lease was lost: another instance may publish from now
+			// on, so nothing more is sent (no drain).
+			log.Error("stopping the "+s.Name+" at once, without flushing: "+context.Cause(ctx).Error(), zap.String("source", s.Name))
+			stopRead()
+			stopDrain()
+			return
+		}
 		log.Info("signal received: stopping the " + s.Name + ", flushing what was read")
 		stopRead()
 		time.AfterFunc(shutdown, stopDrain)

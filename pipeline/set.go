@@ -9,6 +9,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/lease"
 	"go.uber.org/zap"
 )
 
@@ -61,6 +62,15 @@ func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, forc
 	case host != "":
 		res.Warnings = append(res.Warnings, fmt.Sprintf("--force: a replica with source.server-id %d is registered (host %s); a running publisher overwrites this checkpoint at its next write", cfg.Source.ServerID, host))
 	}
+	// Under ha, the running owner holds the source's lease (its server_id
+	// is then one of a range, which the check above may not see).
+	if holder, err := lease.Holder(ctx, store.Client(), cfg.Checkpoint.Key); err == nil && holder != "" {
+		if !force {
+			return res, &RefusedError{fmt.Errorf("%w: instance %q holds the lease of checkpoint %s: it is publishing and would overwrite the checkpoint at its next write. "+
+				"Stop every instance first (a killed one's lease expires within ha.lease-ttl), or give --force", ErrPublisherRunning, holder, cfg.Checkpoint.Key)}
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("--force: instance %q holds the lease; it overwrites this checkpoint at its next write", holder))
+	}
 	pos, err := srv.Resolve(st)
 	if err == nil {
 		err = srv.CheckPosition(pos)
@@ -96,6 +106,7 @@ func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, forc
 		return res, err
 	}
 	w := checkpoint.NewWriter(store, checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}, parts)
+	w.SetForce(true) // the operator's choice: backwards too
 	if cfg.Checkpoint.MirrorTopic != "" {
 		m := sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
 		defer m.Close()

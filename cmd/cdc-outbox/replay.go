@@ -44,7 +44,8 @@ without --to it ends at the end of the binlog when the replay starts (it
 never waits for new transactions).
 
 replay reads the binlog as a replica with its own server_id (--server-id,
-default source.server-id + 1), so it runs beside the live publisher. It
+default source.server-id + ha.server-ids, past the live publishers' range),
+so it runs beside the live publisher. It
 never connects to Redis: the live checkpoint is untouched. Poison records
 follow kafka.on-poison as for run.
 
@@ -93,12 +94,12 @@ range or connection error before anything was published.`,
 					return fmt.Errorf("--topic %q: %w", o.Topic, err)
 				}
 			}
-			live := cfg.Source.ServerID
+			live, ids := cfg.Source.ServerID, uint32(cfg.HA.IDs())
 			if !cmd.Flags().Changed("server-id") {
-				serverID = live + 1
+				serverID = live + ids
 			}
-			if serverID == 0 || serverID == live {
-				return fmt.Errorf("--server-id %d: want a replica server_id other than the live publisher's source.server-id %d", serverID, live)
+			if serverID == 0 || (serverID >= live && serverID < live+ids) {
+				return fmt.Errorf("--server-id %d: want a replica server_id other than the live publisher's source.server-id %d (and the %d after it under ha.server-ids)", serverID, live, ids-1)
 			}
 			cfg.Source.ServerID = serverID
 			if every <= 0 {
@@ -117,7 +118,7 @@ range or connection error before anything was published.`,
 	f.StringVar(&fromArg, "from", "", "start: <file>:<pos>, gtid:<set> or an RFC 3339 time (required)")
 	f.StringVar(&toArg, "to", "", "end (included): <file>:<pos>, gtid:<set> or an RFC 3339 time; default: the binlog end at start")
 	f.StringVar(&o.Topic, "topic", "", "publish every record to this topic instead of the routed one")
-	f.Uint32Var(&serverID, "server-id", 0, "replica server_id of the replay (default: source.server-id + 1)")
+	f.Uint32Var(&serverID, "server-id", 0, "replica server_id of the replay (default: source.server-id + ha.server-ids)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "read the range and print what would be published; publish nothing")
 	f.DurationVar(&every, "progress", 5*time.Second, "interval of progress lines on stderr")
 	f.StringVar(&o.Files, "binlog-files", "", "read archived binlog files (a directory or a glob) instead of the server; --from defaults to the first file, --to to the end of the last")

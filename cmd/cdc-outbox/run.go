@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/ha"
 	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
@@ -116,9 +117,12 @@ exit 0.`,
 				servers = append(servers, srv)
 				log.Info("serving metrics and health", zap.String("addr", srv.Addr), zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz", "/status"}))
 			}
-			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version,
-				Phase: phase, Live: ticker}
-			if err := pipeline.NewPublisher(cfg, opts, m, log).Run(gctx); err != nil {
+			// The phase (/readyz) follows the instance: standby while it owns
+			// no source, streaming while it owns one; the liveness ticks with
+			// every publisher's loop.
+			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version, Live: ticker}
+			hopts := ha.Options{Publisher: opts, Observer: m, Registerer: m.Registry(), Phase: phase}
+			if err := ha.Run(gctx, cfg, hopts, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
 			}

@@ -33,7 +33,7 @@ func TestCheckpointStoreRoundTrip(t *testing.T) {
 	}
 	want := checkpoint.Checkpoint{File: "mariadb-bin.000007", Pos: 1234, GTIDSet: "0-1-99,1-2-5", GTID: "0-1-99",
 		ServerID: 1, Flavor: "mariadb", EventTime: time.Unix(1700000000, 0).UTC()}
-	if err := s.Save(ctx, want); err != nil {
+	if err := s.Save(ctx, want, checkpoint.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Load(ctx)

@@ -180,7 +180,7 @@ func TestReplayRange(t *testing.T) {
 		}
 	}
 	topic := e.replayTopic(".replay")
-	// Default server_id: source.server-id + 1, beside the live publisher.
+	// Default server_id: source.server-id + ha.server-ids, beside the live publisher.
 	r := e.replay("--from", from.FilePos(), "--to", to.FilePos(), "--topic", topic)
 	if r.code != 0 {
 		t.Fatalf("replay exit %d", r.code)

@@ -92,7 +92,7 @@ func TestSchemaChangesLiveAndReplay(t *testing.T) {
 
 	// Replay the whole range from before the first DDL with a new
 	// publisher (own topic and checkpoint): the same events, the same fields.
-	r := newEnv(t)
+	r := newEnvNamed(t, t.Name()+"_r") // newEnv(t) again would share e's checkpoint key and topic
 	r.outbox = e.outbox
 	r.start("--start", fmt.Sprintf("%s:%d", file, pos))
 	rep = r.consume(verify.NewChecker(last), verify.NewConsumer(sink.Config{Brokers: brokers}, r.topic), 2*time.Minute)

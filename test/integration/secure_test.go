@@ -296,7 +296,7 @@ func TestSecureRedis(t *testing.T) {
 	}
 	st := checkpoint.NewStore(cfg)
 	defer st.Close()
-	if err := st.Save(ctx, checkpoint.Checkpoint{File: "mariadb-bin.000001", Pos: 4, Flavor: "mariadb"}); err != nil {
+	if err := st.Save(ctx, checkpoint.Checkpoint{File: "mariadb-bin.000001", Pos: 4, Flavor: "mariadb"}, checkpoint.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if cp, err := st.Load(ctx); err != nil || cp == nil || cp.Pos != 4 {

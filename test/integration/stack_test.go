@@ -153,13 +153,23 @@ type env struct {
 	sourceAddr   string   // overrides the MariaDB address the publisher uses
 	kafka        []string // overrides the brokers the publisher uses
 	positionMode string
+	noHA         bool          // ha.enabled: false
+	leaseTTL     time.Duration // ha.lease-ttl (default 3s in tests)
+	haGroup      string        // ha.group (default: the test's own)
+	configText   string        // when set, the whole configuration file instead of the generated one
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name())) + "_" + runID
+	return newEnvNamed(t, t.Name())
+}
+
+// newEnvNamed is newEnv for a world named after name (several in one test).
+func newEnvNamed(t *testing.T, testName string) *env {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(testName)) + "_" + runID
 	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
-		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(1), dir: t.TempDir()}
+		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(32) - 31, dir: t.TempDir()} // ha.server-ids 16 for the publishers, then replay's default
 	if len(e.outbox) > 64 {
 		t.Fatalf("table name too long: %s", e.outbox)
 	}
@@ -242,8 +252,16 @@ log:
   level: info
 shutdown-timeout: 10s
 retry-backoff-max: 2s
-`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key, e.mirrorTopic())
-	if !strings.Contains(e.extra, "metrics-addr:") {
+ha:
+  enabled: %v
+  lease-ttl: %s
+  group: %q
+`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key, e.mirrorTopic(),
+		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"))
+	if e.configText != "" {
+		cfg = e.configText
+	}
+	if !strings.Contains(cfg+e.extra, "metrics-addr:") {
 		cfg += "metrics-addr: 127.0.0.1:0\n" // several publishers at once: a free port each
 	}
 	path := filepath.Join(e.dir, "config.yaml")

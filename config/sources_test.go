@@ -1,0 +1,108 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const sourcesYAML = `
+source:
+  addr: db:3306
+  user: cdc
+  password: pw
+  server-id: 7000
+  schema: im
+  table: im_event_outbox
+  start: latest
+router:
+  topic: im.events
+kafka:
+  brokers: [k1:9092]
+checkpoint:
+  addr: redis:6379
+ha:
+  lease-ttl: 4s
+sources:
+  - name: shard1
+    checkpoint: {key: "cp:shard1"}
+  - name: shard2
+    source: {addr: db2:3306, table: other}
+    router: {topic: im.shard2}
+    kafka: {batch-size: 77}
+    checkpoint: {key: "cp:shard2", interval: 3s}
+`
+
+// Entries inherit every key they do not set from the top level; the one
+// source of a configuration without a list is "default".
+func TestSourcesInherit(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("CDC_OUTBOX_SOURCE_PASSWORD", "from-env")
+	cfg, err := LoadFor(writeConfig(t, sourcesYAML), ScopeRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := cfg.Pipelines()
+	if len(ps) != 2 || ps[0].Name != "shard1" || ps[1].Name != "shard2" {
+		t.Fatalf("pipelines %+v", ps)
+	}
+	a, b := ps[0].Config, ps[1].Config
+	if a.Source.Addr != "db:3306" || a.Source.Table != "im_event_outbox" || a.Router.Topic != "im.events" || a.Checkpoint.Key != "cp:shard1" ||
+		a.Checkpoint.Addr != "redis:6379" || a.Source.Password != "from-env" || a.HA.TTL != 4*time.Second || a.Sources != nil {
+		t.Fatalf("shard1 %+v", a)
+	}
+	if b.Source.Addr != "db2:3306" || b.Source.Table != "other" || b.Source.User != "cdc" || b.Source.ServerID != 7000 || b.Router.Topic != "im.shard2" ||
+		b.Kafka.BatchSize != 77 || b.Kafka.Brokers[0] != "k1:9092" || b.Checkpoint.Interval != 3*time.Second || b.Source.Password != "from-env" {
+		t.Fatalf("shard2 %+v", b)
+	}
+	if one, err := cfg.Select("shard2"); err != nil || one.Source.Addr != "db2:3306" {
+		t.Fatalf("Select = %v", err)
+	}
+	if _, err := cfg.Select(""); err == nil || !strings.Contains(err.Error(), "shard1") {
+		t.Fatalf("Select(\"\") of two = %v", err)
+	}
+	single, err := LoadFor(writeConfig(t, strings.Replace(strings.Split(sourcesYAML, "sources:")[0], "addr: redis:6379", "addr: redis:6379\n  key: k", 1)), ScopeRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := single.Pipelines(); len(ps) != 1 || ps[0].Name != "default" || ps[0].Config.Checkpoint.Key != "k" {
+		t.Fatalf("single %+v", ps)
+	}
+}
+
+// Each entry's problems are named by its index; shared keys, names and
+// server_id ranges on one server are refused.
+func TestSourcesValidate(t *testing.T) {
+	clearEnv(t)
+	bad := strings.Split(sourcesYAML, "sources:")[0] + `sources:
+  - name: a
+    checkpoint: {key: k}
+  - name: a
+    source: {table: ""}
+    checkpoint: {key: k}
+  - name: "b c"
+    source: {server-id: 7010, addr: db:3306}
+    checkpoint: {key: k3}
+  - name: d
+    source: {server-id: 7020}
+    kafka: {brokers: []}
+    checkpoint: {key: k4}
+`
+	_, err := LoadFor(writeConfig(t, bad), ScopeRun)
+	for _, want := range []string{
+		`sources[1].name: "a": also the name of sources[0]`,
+		`sources[1].checkpoint.key: "k": also the key of sources[0]`,
+		"sources[1].source.table: required",
+		`sources[2].name: "b c"`,
+		"sources[2].source.server-id: 7010 (with ha.server-ids 16: 7010–7025) overlaps sources[0]'s 7000–7015",
+		"sources[3].kafka.brokers",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to contain %q", err, want)
+		}
+	}
+	_, err = Load(writeConfig(t, strings.Split(sourcesYAML, "sources:")[0]+"sources:\n  - name: x\n    sourcee: {}\n"))
+	if err == nil || !strings.Contains(err.Error(), "sources[0]") || !strings.Contains(err.Error(), "sourcee") {
+		t.Errorf("unknown key in an entry: %v", err)
+	}
+}

@@ -1,0 +1,298 @@
+package ha
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/health"
+	"github.com/cdc-outbox/cdc-outbox/lease"
+	"github.com/cdc-outbox/cdc-outbox/pipeline"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options are what Run needs besides the configuration.
+type Options struct {
+	// Owner is this instance's id (lease.NewOwner() when empty).
+	Owner string
+	// Publisher: the options of every source's Publisher (Fence is set
+	// per ownership term).
+	Publisher pipeline.Options
+	// Observer receives every source's publishing measurements (may be nil).
+	Observer pipeline.Observer
+	// Phase, when set, is Standby while this instance owns no source,
+	// Streaming while it owns one or more.
+	Phase *health.Phase
+	// Registerer, when set, gets the lease metrics (Metrics).
+	Registerer prometheus.Registerer
+}
+
+// Run publishes every source of cfg until ctx is cancelled: under leases
+// when cfg.HA.Enabled, otherwise each source unfenced. It returns nil
+// when stopped by ctx with every source stopped cleanly, or the joined
+// errors of the sources that failed (each naming its source).
+func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) error {
+	if opts.Owner == "" {
+		opts.Owner = lease.NewOwner()
+	}
+	m := NewMetrics(opts.Registerer)
+	ps := cfg.Pipelines()
+	s := &supervisor{cfg: cfg, opts: opts, log: log.Named("ha"), m: m, sources: len(ps), alive: 1}
+	if !cfg.HA.Enabled {
+		return s.unfenced(ctx, ps)
+	}
+	group := checkpoint.NewStore(ps[0].Config.Checkpoint)
+	defer group.Close()
+	s.log.Info("instance starting; sources are published under leases", zap.String("owner", opts.Owner), zap.Int("sources", len(ps)),
+		zap.Duration("lease_ttl", cfg.HA.TTL), zap.Duration("renew", cfg.HA.RenewEvery()), zap.Duration("margin", cfg.HA.StopMargin()))
+	s.setPhase()
+	hctx, stopBeat := context.WithCancel(context.Background())
+	var beat errgroup.Group
+	beat.Go(func() error { s.heartbeat(hctx, group.Client()); return nil })
+	// A first heartbeat before any acquisition, so that instances started
+	// together see each other before they take sources.
+	s.beatOnce(ctx, group.Client())
+	var g errgroup.Group
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		g.Go(func() error {
+			errs[i] = s.source(ctx, p)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	stopBeat()
+	_ = beat.Wait()
+	lctx, cancel := context.WithTimeout(context.Background(), cfg.Checkpoint.Timeout)
+	_ = lease.Leave(lctx, group.Client(), cfg.HA.Group, opts.Owner)
+	cancel()
+	return errors.Join(errs...)
+}
+
+type supervisor struct {
+	cfg  config.Config
+	opts Options
+	log  *zap.Logger
+	m    *Metrics
+
+	mu      sync.Mutex
+	sources int // sources still run (a fatally failed one is not)
+	alive   int // instances alive in the group, this one included
+	owned   int // sources this instance holds
+	giving  int // sources being handed over
+}
+
+func (s *supervisor) setPhase() {
+	if s.opts.Phase == nil {
+		return
+	}
+	s.mu.Lock()
+	owned, alive := s.owned, s.alive
+	s.mu.Unlock()
+	if owned == 0 {
+		s.opts.Phase.Set(health.Standby, fmt.Sprintf("owning no source (%d instances alive): waiting for a lease", alive))
+	} else {
+		s.opts.Phase.Set(health.Streaming, fmt.Sprintf("publishing %d sources", owned))
+	}
+}
+
+// heartbeat keeps this instance alive in the group every renew interval.
+func (s *supervisor) heartbeat(ctx context.Context, rdb redis.Scripter) {
+	t := time.NewTicker(s.cfg.HA.RenewEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.beatOnce(ctx, rdb)
+		}
+	}
+}
+
+func (s *supervisor) beatOnce(ctx context.Context, rdb redis.Scripter) {
+	bctx, cancel := context.WithTimeout(ctx, s.cfg.HA.RenewEvery())
+	defer cancel()
+	n, err := lease.Heartbeat(bctx, rdb, s.cfg.HA.Group, s.opts.Owner, s.cfg.HA.TTL)
+	if err != nil {
+		return // the leases' own renewals report Redis trouble
+	}
+	s.mu.Lock()
+	s.alive = n
+	s.mu.Unlock()
+	s.m.alive.Set(float64(n))
+}
+
+// source runs one source: standby until its lease is acquired (within
+// this instance's share), then a Publisher under it, again and again
+// until ctx is cancelled or the source fails fatally.
+func (s *supervisor) source(ctx context.Context, p config.Named) error {
+	log := s.log.With(zap.String("source", p.Name), zap.String("key", p.Config.Checkpoint.Key))
+	store := checkpoint.NewStore(p.Config.Checkpoint)
+	defer store.Close()
+	rdb := store.Client()
+	for {
+		s.m.standby.WithLabelValues(p.Name).Set(1)
+		l, sent, err := s.acquire(ctx, rdb, p, log)
+		if l == nil {
+			return err
+		}
+		s.m.standby.WithLabelValues(p.Name).Set(0)
+		s.m.token.WithLabelValues(p.Name).Set(float64(l.Token()))
+		s.m.acquired.WithLabelValues(p.Name).Inc()
+		s.setPhase()
+		err = s.term(ctx, rdb, p, l, sent, log)
+		s.mu.Lock()
+		s.owned--
+		s.mu.Unlock()
+		s.setPhase()
+		switch {
+		case ctx.Err() != nil:
+			if err != nil && !errors.Is(err, pipeline.ErrLeaseLost) {
+				return fmt.Errorf("source %s: %w", p.Name, err)
+			}
+			return nil
+		case errors.Is(err, pipeline.ErrLeaseLost) || errors.Is(err, checkpoint.ErrFenced):
+			s.m.lost.WithLabelValues(p.Name).Inc()
+			log.Warn("lease lost: the source stopped publishing; standing by", zap.Uint64("token", l.Token()), zap.Error(err))
+		case err != nil && pipeline.IsFatal(err):
+			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
+			s.mu.Lock()
+			s.sources--
+			s.mu.Unlock()
+			return fmt.Errorf("source %s: %w", p.Name, err)
+		case err != nil:
+			log.Warn("source stopped; standing by", zap.Error(err))
+		}
+	}
+}
+
+// acquire waits, as a standby, until this instance may and does take
+// the source's lease; nil when ctx is cancelled.
+func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.Named, log *zap.Logger) (*lease.Lease, time.Time, error) {
+	every := s.cfg.HA.RenewEvery()
+	logged := ""
+	for {
+		s.mu.Lock()
+		may := lease.MayAcquire(s.owned, s.sources, s.alive)
+		if may {
+			s.owned++ // reserved while acquiring
+		}
+		s.mu.Unlock()
+		if may {
+			actx, cancel := context.WithTimeout(ctx, every)
+			l, holder, sent, err := lease.Acquire(actx, rdb, p.Config.Checkpoint.Key, s.opts.Owner, s.cfg.HA.TTL)
+			cancel()
+			if l != nil {
+				return l, sent, nil
+			}
+			s.mu.Lock()
+			s.owned--
+			s.mu.Unlock()
+			if err != nil && pipeline.IsFatal(err) {
+				// Wrong credentials: waiting cannot help.
+				log.Error("cannot acquire the source's lease", zap.Error(err))
+				s.mu.Lock()
+				s.sources--
+				s.mu.Unlock()
+				return nil, time.Time{}, fmt.Errorf("source %s: %w", p.Name, err)
+			}
+			if err == nil && holder != logged {
+				logged = holder
+				log.Info("standing by: another instance holds the source's lease", zap.String("holder", holder))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, time.Time{}, nil
+		case <-time.After(every):
+		}
+	}
+}
+
+// term runs one ownership term: the Publisher under l, the renewals, and
+// the hand-over watch; then releases l if it is still this term's.
+func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Named, l *lease.Lease, sent time.Time, log *zap.Logger) error {
+	cfg := p.Config
+	cfg.Source.ServerID = lease.ServerID(p.Config.Source.ServerID, l.Token(), s.cfg.HA.ServerIDs)
+	log.Info("lease acquired: publishing the source", zap.Uint64("token", l.Token()), zap.Uint32("server_id", cfg.Source.ServerID))
+	opts := s.opts.Publisher
+	opts.Fence = l
+	pub := pipeline.NewPublisher(cfg, opts, s.opts.Observer, log)
+	tctx, handover := context.WithCancel(ctx)
+	defer handover()
+	var g errgroup.Group
+	g.Go(func() error { lease.Keep(tctx, rdb, l, sent, s.cfg.HA, log); return nil })
+	handed := false
+	g.Go(func() error {
+		t := time.NewTicker(s.cfg.HA.RenewEvery())
+		defer t.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return nil
+			case <-t.C:
+				s.mu.Lock()
+				give := lease.Excess(s.owned-s.giving, s.sources, s.alive) > 0
+				if give {
+					s.giving++
+				}
+				s.mu.Unlock()
+				if give {
+					handed = true
+					log.Info("handing the source over: more instances are alive than when it was taken", zap.Uint64("token", l.Token()))
+					handover()
+					return nil
+				}
+			}
+		}
+	})
+	err := pub.Run(tctx)
+	handover()
+	_ = g.Wait()
+	if handed {
+		s.mu.Lock()
+		s.giving--
+		s.mu.Unlock()
+	}
+	select {
+	case <-l.Lost():
+	default:
+		rctx, cancel := context.WithTimeout(context.Background(), cfg.Checkpoint.Timeout)
+		if ok, rerr := lease.Release(rctx, rdb, l); rerr == nil && ok {
+			log.Info("lease released", zap.Uint64("token", l.Token()))
+		}
+		cancel()
+	}
+	if handed && ctx.Err() == nil && err == nil {
+		return nil
+	}
+	return err
+}
+
+// unfenced runs every source without a lease (ha.enabled: false).
+func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
+	errs := make([]error, len(ps))
+	var g errgroup.Group
+	for i, p := range ps {
+		g.Go(func() error {
+			log := s.log.With(zap.String("source", p.Name))
+			if err := pipeline.NewPublisher(p.Config, s.opts.Publisher, s.opts.Observer, log).Run(ctx); err != nil {
+				if len(ps) > 1 {
+					log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
+				}
+				errs[i] = fmt.Errorf("source %s: %w", p.Name, err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(errs...)
+}

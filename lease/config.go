@@ -1,0 +1,90 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures the leases (the ha section of the configuration).
+type Config struct {
+	// Enabled: sources are published under a lease (default true). Off,
+	// one instance publishes without one, and goes on publishing while
+	// Redis is unreachable; two such instances both publish (see
+	// docs/ha.md).
+	Enabled bool `yaml:"enabled" env:"ENABLED"`
+	// TTL is the lease's time to live in Redis: after a kill -9 the
+	// source is taken over within TTL plus one Renew.
+	TTL time.Duration `yaml:"lease-ttl" env:"LEASE_TTL"`
+	// Renew is how often the owner renews (0: TTL/3), and how often a
+	// standby tries to acquire.
+	Renew time.Duration `yaml:"renew-interval" env:"RENEW_INTERVAL"`
+	// Margin: the owner stops publishing Margin before the lease could
+	// expire in Redis (0: TTL/5), covering clock rate differences and the
+	// time to stop.
+	Margin time.Duration `yaml:"margin" env:"MARGIN"`
+	// ServerIDs is how many replica server_ids each source uses, from its
+	// source.server-id: a term with token T registers as
+	// server-id + T mod ServerIDs, so a new owner never shares the
+	// server_id of an old owner whose connection lingers (1: always
+	// source.server-id).
+	ServerIDs int `yaml:"server-ids" env:"SERVER_IDS"`
+	// Group names the set of instances that share sources (the Redis key
+	// of their liveness); instances with the same configuration share it.
+	Group string `yaml:"group" env:"GROUP"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Enabled: true, TTL: 10 * time.Second, ServerIDs: 16, Group: "cdc-outbox:instances"}
+}
+
+// RenewEvery returns Renew, or TTL/3 when unset.
+func (c Config) RenewEvery() time.Duration {
+	if c.Renew > 0 {
+		return c.Renew
+	}
+	return c.TTL / 3
+}
+
+// StopMargin returns Margin, or TTL/5 when unset.
+func (c Config) StopMargin() time.Duration {
+	if c.Margin > 0 {
+		return c.Margin
+	}
+	return c.TTL / 5
+}
+
+// IDs is how many replica server_ids from source.server-id a source's
+// publishers use: ServerIDs under leases, else 1. Other replicas of the
+// same configuration (replay) take source.server-id + IDs().
+func (c Config) IDs() int {
+	if c.Enabled && c.ServerIDs > 1 {
+		return c.ServerIDs
+	}
+	return 1
+}
+
+// Validate checks the configuration and returns all problems joined.
+func (c *Config) Validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	var errs []error
+	if c.TTL < time.Second {
+		errs = append(errs, fmt.Errorf("ha.lease-ttl: %s: want at least 1s", c.TTL))
+	}
+	if c.Renew < 0 || c.Margin < 0 {
+		errs = append(errs, fmt.Errorf("ha.renew-interval, ha.margin: want >= 0 (0: the default)"))
+	} else if c.TTL >= time.Second && c.RenewEvery()+c.StopMargin() >= c.TTL {
+		errs = append(errs, fmt.Errorf("ha.renew-interval %s + ha.margin %s: want less than ha.lease-ttl %s (the owner must be able to renew before it stops)",
+			c.RenewEvery(), c.StopMargin(), c.TTL))
+	}
+	if c.ServerIDs < 1 || c.ServerIDs > 4096 {
+		errs = append(errs, fmt.Errorf("ha.server-ids: %d: want 1 to 4096", c.ServerIDs))
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("ha.group: required (the Redis key of the instances' liveness)"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,41 @@
+package lease
+
+import "time"
+
+// Deadline is when an owner must have stopped publishing: Margin before
+// the lease could expire in Redis. sent is when the last renewal (or the
+// acquisition) that succeeded was sent, on this instance's monotonic
+// clock: Redis set the expiry no earlier, so it expires no earlier than
+// sent + ttl on any clock that runs at the same rate.
+func Deadline(sent time.Time, ttl, margin time.Duration) time.Time {
+	return sent.Add(ttl - margin)
+}
+
+// Share is how many sources one instance may hold: ceil(sources/alive),
+// alive counting this one (at least 1).
+func Share(sources, alive int) int {
+	alive = max(alive, 1)
+	return (sources + alive - 1) / alive
+}
+
+// MayAcquire reports whether an instance holding owned sources may take
+// one more.
+func MayAcquire(owned, sources, alive int) bool { return owned < Share(sources, alive) }
+
+// Excess is how many of its sources an instance should hand over because
+// more instances are alive than when it took them.
+func Excess(owned, sources, alive int) int { return max(0, owned-Share(sources, alive)) }
+
+// ServerID is the replica server_id of the ownership term with token:
+// base + token mod n. Two terms of a source share a server_id only n
+// terms apart, and a term's binlog connection ends within its lease (or,
+// for a paused process, at the server's net_write_timeout), so with n
+// terms taking longer than that no two live connections share one (the
+// server would otherwise kill the older with ERROR 4052). The start-up
+// check (binlog, source.server-id-wait) waits out any that remains.
+func ServerID(base uint32, token uint64, n int) uint32 {
+	if n <= 1 {
+		return base
+	}
+	return base + uint32(token%uint64(n))
+}

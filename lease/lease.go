@@ -1,0 +1,248 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// NewOwner returns a new instance id: the host name and 8 random bytes
+// (hex), unique per process start, so that a restarted instance never
+// passes for its predecessor.
+func NewOwner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	if host == "" {
+		host = "instance"
+	}
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// acquireScript: KEYS lease, fence, checkpoint; ARGV owner, ttl ms.
+// Replies {1, token} or {0, holder}.
+var acquireScript = redis.NewScript(`
+local holder = redis.call('GET', KEYS[1])
+if holder then return {0, holder} end
+local token = redis.call('INCR', KEYS[2])
+local cp = redis.call('GET', KEYS[3])
+if cp then
+  local ok, c = pcall(cjson.decode, cp)
+  if ok and type(c) == 'table' and tonumber(c.token) and tonumber(c.token) >= token then
+    token = tonumber(c.token) + 1
+    redis.call('SET', KEYS[2], token)
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', ARGV[2])
+return {1, tostring(token)}
+`)
+
+// renewScript: KEYS lease; ARGV holder, ttl ms. 1 renewed, 0 not ours.
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// releaseScript: KEYS lease; ARGV holder. 1 released, 0 not ours.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`)
+
+// Lease is one ownership term of a source; it implements pipeline.Fence.
+type Lease struct {
+	key   string // checkpoint key
+	owner string
+	token uint64
+	lost  chan struct{}
+	once  sync.Once
+	why   error
+	mu    sync.Mutex
+}
+
+// Token returns the fencing token of the term.
+func (l *Lease) Token() uint64 { return l.token }
+
+// Owner returns the instance id.
+func (l *Lease) Owner() string { return l.owner }
+
+// Key returns the source's checkpoint key.
+func (l *Lease) Key() string { return l.key }
+
+// Lost is closed once the lease is lost (Keeper).
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the lease was lost (nil while held).
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.why
+}
+
+// Fence is the checkpoint fence of the term.
+func (l *Lease) Fence() checkpoint.Fence {
+	return checkpoint.Fence{LeaseKey: checkpoint.LeaseKey(l.key), Owner: l.owner, Token: l.token}
+}
+
+func (l *Lease) lose(why error) {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.why = why
+		l.mu.Unlock()
+		close(l.lost)
+	})
+}
+
+// ErrLost is why a lease was lost: wrapped with the reason.
+var ErrLost = errors.New("lease lost")
+
+// Acquire takes the lease of the source with checkpoint key key for
+// owner, for ttl; it returns nil and the current holder ("<owner>
+// <token>") when another instance holds it. sent is when the request was
+// sent (the Keeper's first deadline counts from it).
+func Acquire(ctx context.Context, rdb redis.Scripter, key, owner string, ttl time.Duration) (l *Lease, holder string, sent time.Time, err error) {
+	sent = time.Now()
+	res, err := acquireScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(key), checkpoint.FenceKey(key), key}, owner, ttl.Milliseconds()).Slice()
+	if err != nil {
+		return nil, "", sent, wrap("acquire "+checkpoint.LeaseKey(key), err)
+	}
+	if len(res) != 2 {
+		return nil, "", sent, fmt.Errorf("lease: acquire %s: unexpected reply %v", checkpoint.LeaseKey(key), res)
+	}
+	if n, _ := res[0].(int64); n != 1 {
+		h, _ := res[1].(string)
+		return nil, h, sent, nil
+	}
+	s, _ := res[1].(string)
+	token, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return nil, "", sent, fmt.Errorf("lease: acquire %s: token %q: %w", checkpoint.LeaseKey(key), s, err)
+	}
+	return &Lease{key: key, owner: owner, token: token, lost: make(chan struct{})}, "", sent, nil
+}
+
+// Release gives the lease up if it is still l's (after the publisher
+// stopped and wrote its final checkpoint): a standby then takes over at
+// once instead of after the TTL.
+func Release(ctx context.Context, rdb redis.Scripter, l *Lease) (bool, error) {
+	n, err := releaseScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(l.key)}, l.Fence().Holder()).Int()
+	if err != nil {
+		return false, wrap("release "+checkpoint.LeaseKey(l.key), err)
+	}
+	return n == 1, nil
+}
+
+// Keep renews l every cfg.RenewEvery() until ctx is cancelled or l is
+// lost, and loses it (closing Lost) when a renewal is refused or when
+// Deadline passed since the last renewal that succeeded was sent. sent is
+// when the acquisition was sent. Each renewal is bounded by the time left
+// to the deadline. Keep returns when ctx is cancelled or l is lost; it
+// logs the loss (an Error: the source stops publishing).
+func Keep(ctx context.Context, rdb redis.Scripter, l *Lease, sent time.Time, cfg Config, log *zap.Logger) {
+	ttl, margin := cfg.TTL, cfg.StopMargin()
+	deadline := Deadline(sent, ttl, margin)
+	stop := time.NewTimer(time.Until(deadline))
+	defer stop.Stop()
+	tick := time.NewTicker(cfg.RenewEvery())
+	defer tick.Stop()
+	holder := l.Fence().Holder()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.lost:
+			return
+		case <-stop.C:
+			err := fmt.Errorf("%w: not renewed within %s (lease-ttl %s − margin %s) of the last renewal: Redis unreachable or this process was paused",
+				ErrLost, ttl-margin, ttl, margin)
+			log.Error("lease lost: stopping the source's publishing", zap.String("key", l.key), zap.Uint64("token", l.token), zap.Error(err))
+			l.lose(err)
+			return
+		case <-tick.C:
+			at := time.Now()
+			rctx, cancel := context.WithDeadline(ctx, Deadline(sent, ttl, margin))
+			n, err := renewScript.Run(rctx, rdb, []string{checkpoint.LeaseKey(l.key)}, holder, ttl.Milliseconds()).Int()
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				failures++
+				if failures == 1 {
+					log.Warn("cannot renew the lease; retrying until it would expire", zap.String("key", l.key), zap.Uint64("token", l.token),
+						zap.Error(err), zap.Time("stop_at", Deadline(sent, ttl, margin)))
+				}
+			case n != 1:
+				err := fmt.Errorf("%w: the lease key %s no longer holds %q (expired, or taken over)", ErrLost, checkpoint.LeaseKey(l.key), holder)
+				log.Error("lease lost: stopping the source's publishing", zap.String("key", l.key), zap.Uint64("token", l.token), zap.Error(err))
+				l.lose(err)
+				return
+			default:
+				failures = 0
+				sent = at
+				stop.Reset(time.Until(Deadline(sent, ttl, margin)))
+			}
+		}
+	}
+}
+
+// Holder reads the current holder of key's lease ("" when free).
+func Holder(ctx context.Context, rdb redis.Cmdable, key string) (string, error) {
+	h, err := rdb.Get(ctx, checkpoint.LeaseKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return h, err
+}
+
+// heartbeatScript: KEYS group; ARGV owner, ttl ms. Marks owner alive
+// until Redis time + ttl, drops the expired, returns how many are alive.
+var heartbeatScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 10)
+return redis.call('ZCARD', KEYS[1])
+`)
+
+// Heartbeat marks owner alive in group for ttl and returns how many
+// instances are alive (this one included).
+func Heartbeat(ctx context.Context, rdb redis.Scripter, group, owner string, ttl time.Duration) (int, error) {
+	n, err := heartbeatScript.Run(ctx, rdb, []string{group}, owner, ttl.Milliseconds()).Int()
+	if err != nil {
+		return 0, wrap("heartbeat "+group, err)
+	}
+	return n, nil
+}
+
+// Leave removes owner from group (at a clean shutdown).
+func Leave(ctx context.Context, rdb redis.Cmdable, group, owner string) error {
+	return rdb.ZRem(ctx, group, owner).Err()
+}
+
+// wrap wraps a Redis error of op; an authentication error (WRONGPASS,
+// NOAUTH) also wraps checkpoint.ErrAuth (fatal), naming the settings.
+func wrap(op string, err error) error {
+	if redis.IsAuthError(err) {
+		return fmt.Errorf("%w: lease: %s: %w: check checkpoint.username and checkpoint.password (CDC_OUTBOX_CHECKPOINT_USERNAME, CDC_OUTBOX_CHECKPOINT_PASSWORD)", checkpoint.ErrAuth, op, err)
+	}
+	return fmt.Errorf("lease: %s: %w", op, err)
+}

@@ -1,0 +1,232 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+func TestDecisions(t *testing.T) {
+	at := time.Unix(1000, 0)
+	if d := Deadline(at, 10*time.Second, 2*time.Second); !d.Equal(at.Add(8 * time.Second)) {
+		t.Fatalf("Deadline = %v", d)
+	}
+	for _, c := range []struct{ sources, alive, owned, share, excess int }{
+		{1, 1, 0, 1, 0}, {1, 2, 1, 1, 0}, {4, 1, 4, 4, 0}, {4, 2, 4, 2, 2}, {4, 2, 2, 2, 0},
+		{4, 3, 3, 2, 1}, {5, 2, 3, 3, 0}, {4, 0, 0, 4, 0}, {3, 5, 1, 1, 0}, {0, 2, 0, 0, 0},
+	} {
+		if s := Share(c.sources, c.alive); s != c.share {
+			t.Errorf("Share(%d, %d) = %d, want %d", c.sources, c.alive, s, c.share)
+		}
+		if e := Excess(c.owned, c.sources, c.alive); e != c.excess {
+			t.Errorf("Excess(%d, %d, %d) = %d, want %d", c.owned, c.sources, c.alive, e, c.excess)
+		}
+		if m := MayAcquire(c.owned, c.sources, c.alive); m != (c.owned < c.share) {
+			t.Errorf("MayAcquire(%d, %d, %d) = %v", c.owned, c.sources, c.alive, m)
+		}
+	}
+	for _, c := range []struct {
+		base  uint32
+		token uint64
+		n     int
+		want  uint32
+	}{{100, 7, 1, 100}, {100, 7, 0, 100}, {100, 7, 16, 107}, {100, 16, 16, 100}, {100, 33, 16, 101}, {1 << 31, 1<<40 + 3, 8, 1<<31 + 3}} {
+		if got := ServerID(c.base, c.token, c.n); got != c.want {
+			t.Errorf("ServerID(%d, %d, %d) = %d, want %d", c.base, c.token, c.n, got, c.want)
+		}
+	}
+	// Consecutive terms never share a server_id within n terms.
+	for tok := uint64(1); tok < 100; tok++ {
+		for k := uint64(1); k < 16; k++ {
+			if ServerID(5000, tok, 16) == ServerID(5000, tok+k, 16) {
+				t.Fatalf("terms %d and %d share a server_id", tok, tok+k)
+			}
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.RenewEvery() != c.TTL/3 || c.StopMargin() != c.TTL/5 {
+		t.Fatalf("defaults %s %s", c.RenewEvery(), c.StopMargin())
+	}
+	c = Config{Enabled: true, TTL: time.Millisecond, ServerIDs: 0}
+	err := c.Validate()
+	for _, want := range []string{"ha.lease-ttl", "ha.server-ids", "ha.group"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v, want %s named", err, want)
+		}
+	}
+	c = Config{Enabled: true, TTL: 3 * time.Second, Renew: 2 * time.Second, Margin: time.Second, ServerIDs: 1, Group: "g"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "ha.renew-interval") {
+		t.Errorf("renew + margin >= ttl: %v", err)
+	}
+	if err := (&Config{}).Validate(); err != nil {
+		t.Errorf("disabled: %v", err)
+	}
+}
+
+func startRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not installed (scripts/dev-stack.sh up installs it)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	ln.Close()
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	for i := 0; rdb.Ping(context.Background()).Err() != nil; i++ {
+		if i > 200 {
+			t.Fatalf("redis-server did not answer on %s", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return rdb
+}
+
+// The lease scripts on a real redis-server: one holder, tokens only grow
+// (also after the counter was lost, from the checkpoint's token), renew
+// and release only by the holder, expiry.
+func TestLeaseOnRedis(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	const key = "cdc-outbox:lease-test"
+	a, _, _, err := Acquire(ctx, rdb, key, "a", time.Second)
+	if err != nil || a == nil || a.Token() != 1 {
+		t.Fatalf("Acquire = %+v %v", a, err)
+	}
+	if b, holder, _, err := Acquire(ctx, rdb, key, "b", time.Second); err != nil || b != nil || holder != "a 1" {
+		t.Fatalf("second Acquire = %+v %q %v, want held by a 1", b, holder, err)
+	}
+	if ok, err := Release(ctx, rdb, &Lease{key: key, owner: "b", token: 1}); err != nil || ok {
+		t.Fatalf("Release by another = %v %v", ok, err)
+	}
+	if ok, err := Release(ctx, rdb, a); err != nil || !ok {
+		t.Fatalf("Release = %v %v", ok, err)
+	}
+	b, _, _, err := Acquire(ctx, rdb, key, "b", 300*time.Millisecond)
+	if err != nil || b == nil || b.Token() != 2 {
+		t.Fatalf("Acquire after release = %+v %v", b, err)
+	}
+	// A checkpoint written under token 2; the counter is lost (a Redis
+	// restart without it, FLUSHDB of it): the next token is still 3.
+	s := checkpoint.NewStore(checkpoint.Config{Addr: rdb.Options().Addr, Key: key, Timeout: time.Second})
+	defer s.Close()
+	w := checkpoint.NewWriter(s, checkpoint.Source{ServerID: 1}, nil)
+	f := b.Fence()
+	w.SetFence(&f)
+	if err := w.Write(ctx, binlog.Position{File: "b.000001", Pos: 4}); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, checkpoint.FenceKey(key))
+	time.Sleep(400 * time.Millisecond) // b's lease expires in Redis
+	c, _, _, err := Acquire(ctx, rdb, key, "c", time.Second)
+	if err != nil || c == nil || c.Token() != 3 {
+		t.Fatalf("Acquire after expiry with the counter lost = %+v %v, want token 3", c, err)
+	}
+	// b, expired, can no longer write.
+	if err := w.Write(ctx, binlog.Position{File: "b.000001", Pos: 8}); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("write of the expired term = %v, want ErrFenced", err)
+	}
+	if h, err := Holder(ctx, rdb, key); err != nil || h != "c 3" {
+		t.Fatalf("Holder = %q %v", h, err)
+	}
+}
+
+// Keep renews the lease beyond its TTL, and loses it (closing Lost) when
+// it is taken away or cannot be renewed before the deadline.
+func TestKeep(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	cfg := Config{Enabled: true, TTL: 600 * time.Millisecond, ServerIDs: 1, Group: "g"}
+	const key = "cdc-outbox:keep"
+	l, _, sent, err := Acquire(ctx, rdb, key, "a", cfg.TTL)
+	if err != nil || l == nil {
+		t.Fatal(err)
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { Keep(kctx, rdb, l, sent, cfg, zap.NewNop()); close(done) }()
+	time.Sleep(3 * cfg.TTL) // several TTLs: kept alive by the renewals
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost while renewable: %v", l.Err())
+	default:
+	}
+	if h, _ := Holder(ctx, rdb, key); h != "a 1" {
+		t.Fatalf("holder %q after 3 TTLs", h)
+	}
+	// Taken away (someone overwrote it): lost at the next renewal.
+	rdb.Set(ctx, checkpoint.LeaseKey(key), "x 9", time.Minute)
+	select {
+	case <-l.Lost():
+	case <-time.After(cfg.TTL):
+		t.Fatal("not lost after the lease key changed")
+	}
+	if !errors.Is(l.Err(), ErrLost) || !strings.Contains(l.Err().Error(), "no longer holds") {
+		t.Fatalf("Err = %v", l.Err())
+	}
+	<-done
+	cancel()
+
+	// Redis unreachable (a pause, a network cut): lost at the deadline,
+	// before the lease can expire in Redis.
+	rdb.Del(ctx, checkpoint.LeaseKey(key))
+	l, _, sent, _ = Acquire(ctx, rdb, key, "a", cfg.TTL)
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer dead.Close()
+	began := time.Now()
+	Keep(ctx, dead, l, sent, cfg, zap.NewNop())
+	took := time.Since(began)
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("Keep returned without losing the lease")
+	}
+	ttlLeft, _ := rdb.PTTL(ctx, checkpoint.LeaseKey(key)).Result()
+	if took > cfg.TTL || ttlLeft <= 0 {
+		t.Fatalf("lost after %s with %s left in Redis: must stop before the lease expires", took, ttlLeft)
+	}
+}
+
+func TestHeartbeat(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	if n, err := Heartbeat(ctx, rdb, "g", "a", 300*time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("Heartbeat a = %d %v", n, err)
+	}
+	if n, _ := Heartbeat(ctx, rdb, "g", "b", time.Minute); n != 2 {
+		t.Fatalf("Heartbeat b = %d, want 2", n)
+	}
+	time.Sleep(400 * time.Millisecond) // a expires
+	if n, _ := Heartbeat(ctx, rdb, "g", "b", time.Minute); n != 1 {
+		t.Fatalf("after a expired: %d alive, want 1", n)
+	}
+	_ = Leave(ctx, rdb, "g", "b")
+	if n, _ := rdb.ZCard(ctx, "g").Result(); n != 0 {
+		t.Fatalf("after Leave: %d", n)
+	}
+}
