@@ -8,8 +8,8 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
-	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/lease"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"go.uber.org/zap"
 )
 
