@@ -375,7 +375,7 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 	}
 	m := &Mapping{Table: table, IM: c.IsIM(), InvalidTrace: r.InvalidTrace, CloudEvents: r.Envelope == EnvelopeCloudEvents,
 		ContentType: r.CloudEvents.ContentType,
-		ID: -1, Payload: -1, Order: -1, Timestamp: -1, Partition: -1, TopicColumn: -1, TraceParent: -1, TraceState: -1, CEType: -1, CETime: -1}
+		ID:          -1, Payload: -1, Order: -1, Timestamp: -1, Partition: -1, TopicColumn: -1, TraceParent: -1, TraceState: -1, CEType: -1, CETime: -1}
 	var errs []error
 	fail := func(col, role, reason, fix string) {
 		errs = append(errs, &ColumnError{Table: table, Column: col, Role: role, Reason: reason, Fix: fix})
