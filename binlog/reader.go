@@ -26,8 +26,8 @@ type Reader struct {
 	out     chan Txn
 	stop    *stopper // StopAt; nil: stream until cancelled
 
-	schema, table []byte
-	budget        *Budget
+	tables *TableSet
+	budget *Budget
 }
 
 // NewReader returns a Reader that starts at from. flavor is the detected
@@ -37,9 +37,23 @@ func NewReader(cfg Config, flavor string, columns []string, from Position, log *
 	return &Reader{
 		cfg: cfg, flavor: flavor, columns: columns, from: from,
 		log: log.Named("binlog"), out: make(chan Txn, cfg.TxnBuffer),
-		schema: []byte(cfg.Schema), table: []byte(cfg.Table),
+		tables: defaultTables(cfg),
 	}
 }
+
+// defaultTables is the TableSet of cfg with router.topic's default (the
+// im preset's topic); SetTables sets the configured one.
+func defaultTables(cfg Config) *TableSet {
+	ts, err := NewTableSet(cfg, "im.events")
+	if err != nil {
+		ts, _ = NewTableSet(Config{Schema: cfg.Schema, Table: cfg.Table}, "im.events")
+	}
+	return ts
+}
+
+// SetTables sets the outbox tables to read (NewTableSet with router.topic).
+// Call it before Run.
+func (r *Reader) SetTables(ts *TableSet) { r.tables = ts }
 
 // Txns returns the channel of committed transactions, in commit order. It
 // is closed when Run returns.
@@ -80,7 +94,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		EventCacheCount: 128,
 		// Only the outbox table's INSERT rows are decoded, straight into
 		// Events where possible (fastrows.go).
-		RowsEventDecodeFunc: newRowsDecoder(r.cfg.Schema, r.cfg.Table).decode,
+		RowsEventDecodeFunc: newRowsDecoder(r.tables).decode,
 	})
 	defer syncer.Close()
 
@@ -174,6 +188,7 @@ type state struct {
 	inTxn   bool
 	events  []Event
 	columns map[uint64]*columnMap // by table id
+	generic map[uint64]*genMap    // by table id: mappings other than the im preset
 	// chunk > 0 lets a transaction with more than chunk events (or
 	// chunkBytes payload bytes) go out in fragments (Txn.Partial) on
 	// ready, so that memory stays bounded; 0 keeps transactions whole.
@@ -226,7 +241,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			// (XA COMMIT / XA ROLLBACK) comes later as an event group of
 			// its own.
 			st.begin()
-		case st.inTxn && isDML(q) && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)):
+		case st.inTxn && isDML(q) && st.r.tables.Mentions(q):
 			// Statement-based logging of a change to the outbox table
 			// (binlog_format STATEMENT or MIXED for that session): the rows
 			// are not in the binlog, so they cannot be published.
@@ -235,7 +250,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 				ErrServerConfig, st.file, h.LogPos)
 		case !st.inTxn:
 			// A statement outside BEGIN … COMMIT (DDL) is a transaction of its own.
-			if st.ddl == "" && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)) {
+			if st.ddl == "" && st.r.tables.Mentions(q) {
 				st.ddl = fmt.Sprintf("%s:%d", st.file, h.LogPos)
 			}
 			return st.commit(h), nil
@@ -243,7 +258,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 	case *replication.XIDEvent:
 		return st.commit(h), nil
 	case *replication.RowsEvent:
-		if !isWriteRows(h.EventType) || !bytes.Equal(e.Table.Table, st.r.table) || !bytes.Equal(e.Table.Schema, st.r.schema) {
+		if !isWriteRows(h.EventType) || st.r.tables.entry(e.Table.Schema, e.Table.Table) < 0 {
 			return nil, nil
 		}
 		return nil, st.rows(e, h)
@@ -315,14 +330,26 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 
 func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
 	at := Position{File: st.file, Pos: h.LogPos, GTID: st.gtid}
+	var names []string
+	if len(st.r.tables.entries) == 1 && st.r.tables.entries[0].re == nil && st.ddl == "" {
+		names = st.r.columns
+	}
+	tbl, err := st.r.tables.forTableMap(e.Table, names)
+	if err != nil {
+		return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
+	}
 	if evs, ok := fromFast(e); ok {
 		for i := range evs {
 			evs[i].Pos = at
+			evs[i].Table = tbl
 			st.bytes += len(evs[i].Payload)
 		}
 		st.events = append(st.events, evs...)
 		st.fragment()
 		return nil
+	}
+	if tbl != nil && !tbl.Mapping.IM {
+		return st.genericRows(e, tbl, at)
 	}
 	m, ok := st.columns[e.TableID]
 	if !ok {
@@ -364,10 +391,61 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 			return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
 		}
 		ev.Pos = at
+		ev.Table = tbl
 		st.events = append(st.events, ev)
 		st.bytes += len(ev.Payload)
 	}
 	st.fragment()
+	return nil
+}
+
+// genericRows decodes the rows that go-mysql decoded of a table with a
+// mapping other than the im preset.
+func (st *state) genericRows(e *replication.RowsEvent, tbl *Table, at Position) error {
+	g, ok := st.generic[e.TableID]
+	if !ok || g.tbl != tbl {
+		names := e.Table.ColumnNameString()
+		if len(names) == 0 {
+			names = st.r.columns
+		}
+		gm, err := newGenMap(tbl, names, e.Table)
+		if err != nil {
+			return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
+		}
+		if st.generic == nil {
+			st.generic = make(map[uint64]*genMap)
+		}
+		g = &gm
+		st.generic[e.TableID] = g
+	}
+	if err := fullImage(e, at); err != nil {
+		return err
+	}
+	for _, row := range e.Rows {
+		ev, err := g.decodeRow(row)
+		if err != nil {
+			return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
+		}
+		ev.Pos = at
+		st.events = append(st.events, ev)
+		st.bytes += len(ev.Payload)
+	}
+	st.fragment()
+	return nil
+}
+
+// fullImage returns the error of a rows event without every column
+// (binlog_row_image not FULL).
+func fullImage(e *replication.RowsEvent, at Position) error {
+	if bm := e.ColumnBitmap1; len(bm) > 0 {
+		for i := 0; i < int(e.ColumnCount); i++ {
+			if bm[i/8]&(1<<(i%8)) == 0 {
+				return fmt.Errorf("%w: the row event at %s lacks column %d of %s.%s: binlog_row_image is not FULL for the session that wrote it: "+
+					"run SET GLOBAL binlog_row_image=FULL (and in the server's config), then reconnect the application's sessions",
+					ErrServerConfig, at.FilePos(), i+1, e.Table.Schema, e.Table.Table)
+			}
+		}
+	}
 	return nil
 }
 

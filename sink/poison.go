@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	json "github.com/segmentio/encoding/json" // Valid is 3x encoding/json's (BenchmarkValid*)
 	"github.com/segmentio/kafka-go"
@@ -24,6 +25,10 @@ const (
 	ReasonBrokerTooLarge Reason = "broker_too_large"
 	// ReasonInvalidTopic: the event_type gives an invalid topic name.
 	ReasonInvalidTopic Reason = "invalid_topic"
+	// ReasonUndecodable: the binlog reader could not turn the row into an
+	// event (binlog.Event.Err: a NULL in the id, key, topic or payload
+	// column of its mapping); the record carries what could be decoded.
+	ReasonUndecodable Reason = "undecodable"
 )
 
 // Headers added to dead-letter records, on top of all the normal headers
@@ -72,6 +77,15 @@ func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 			Err: fmt.Errorf("%w (%d bytes)", ErrInvalidJSON, len(m.Value))}, nil
 	}
 	return nil, nil
+}
+
+// checkEvent is Check for the Writer: an event the reader could not
+// decode (e.Err) is poison whatever its record; then Check.
+func checkEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
+	if e.Err != nil {
+		return &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}, nil
+	}
+	return Check(m, routeErr, maxBytes)
 }
 
 // DeadLetter returns the dead-letter record for m, poisoned by p, for topic:

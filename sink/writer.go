@@ -213,9 +213,9 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	w.events = append(w.events, len(txn.Events))
 	for i := range txn.Events {
 		m, err := w.router.Route(&txn.Events[i], txn.End)
-		p, err := Check(&m, err, w.cfg.BatchBytes)
+		p, err := checkEvent(&txn.Events[i], &m, err, w.cfg.BatchBytes)
 		if err != nil {
-			return &WriteError{EventID: fmt.Sprint(txn.Events[i].ID), Topic: m.Topic, Pos: txn.End, Err: err}
+			return &WriteError{EventID: txn.Events[i].EventID(), Topic: m.Topic, Pos: txn.End, Err: err}
 		}
 		if p != nil {
 			if w.cfg.OnPoison != PolicyDeadLetter {
