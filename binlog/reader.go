@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
@@ -486,5 +487,5 @@ func classify(err error) error {
 // IsFatal reports whether err is one that a reconnect cannot fix.
 func IsFatal(err error) bool {
 	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) ||
-		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart)
+		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) || errors.Is(err, mapping.ErrMapping)
 }

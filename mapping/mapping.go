@@ -43,6 +43,10 @@ type Config struct {
 	// Payload is the record value's column: JSON, TEXT or BLOB, its bytes
 	// as stored (MySQL's binary JSON as MySQL prints it).
 	Payload string `yaml:"payload"`
+	// PayloadFormat is json (the sink rejects a payload that is not valid
+	// JSON as a poison record) or raw (any bytes); default json for the im
+	// and debezium presets, raw for generic.
+	PayloadFormat string `yaml:"payload-format"`
 	// Order is the ordering column within a key (seq_no), used by verify;
 	// optional ("-" for none).
 	Order string `yaml:"order"`
@@ -102,18 +106,18 @@ type preset struct {
 
 var presets = map[string]preset{
 	PresetIM: {
-		cfg: Config{ID: "id", Key: []string{"conversation_id"}, Payload: "payload", Order: "seq_no", Timestamp: ""},
+		cfg: Config{ID: "id", Key: []string{"conversation_id"}, Payload: "payload", PayloadFormat: "json", Order: "seq_no", Timestamp: ""},
 		headers: [][2]string{{"event_type", "event_type"}, {"message_id", "message_id"}, {"seq_no", "seq_no"},
 			{"sender_id", "sender_id"}, {"receiver_id", "receiver_id"}, {"created_at", "created_at"}},
 		ceType: "event_type", ceTime: "created_at",
 	},
 	PresetDebezium: {
-		cfg:     Config{ID: "id", Key: []string{"aggregateid"}, Payload: "payload", Order: "-", Topic: "outbox.event.{aggregatetype}"},
+		cfg:     Config{ID: "id", Key: []string{"aggregateid"}, Payload: "payload", PayloadFormat: "json", Order: "-", Topic: "outbox.event.{aggregatetype}"},
 		headers: [][2]string{{"id", "id"}, {"type", "type"}},
 		ceType:  "type", ceTime: "-",
 	},
 	PresetGeneric: {
-		cfg:     Config{ID: "id", Key: []string{"aggregate_id"}, Payload: "payload", Order: "-", Topic: "outbox.{aggregate_type}"},
+		cfg:     Config{ID: "id", Key: []string{"aggregate_id"}, Payload: "payload", PayloadFormat: "raw", Order: "-", Topic: "outbox.{aggregate_type}"},
 		headers: [][2]string{{"aggregate_type", "aggregate_type"}, {"create_time", "create_time"}},
 		ceType:  "aggregate_type", ceTime: "create_time",
 	},
@@ -150,6 +154,11 @@ func (c *Config) Validate(prefix string) error {
 			bad("cloudevents.source", "%q: %v", c.CloudEvents.Source, err)
 		}
 	}
+	switch c.PayloadFormat {
+	case "", "json", "raw":
+	default:
+		bad("payload-format", "%q: want json or raw", c.PayloadFormat)
+	}
 	switch c.InvalidTrace {
 	case "", TracePass, TraceDrop:
 	default:
@@ -176,7 +185,7 @@ func (c *Config) Validate(prefix string) error {
 // is decoded into Event's typed fields (the fastest path) and routed as
 // before mappings existed, with router.topic.
 func (c *Config) IsIM() bool {
-	return (c.Preset == "" || c.Preset == PresetIM) && c.ID == "" && len(c.Key) == 0 && c.Payload == "" && c.Order == "" &&
+	return (c.Preset == "" || c.Preset == PresetIM) && c.ID == "" && len(c.Key) == 0 && c.Payload == "" && c.PayloadFormat == "" && c.Order == "" &&
 		c.Topic == "" && c.TopicColumn == "" && len(c.Headers) == 0 && c.Timestamp == "" && c.Partition == "" &&
 		c.TraceParent == "" && c.TraceState == "" && (c.Envelope == "" || c.Envelope == EnvelopeRaw)
 }
@@ -257,6 +266,8 @@ type Mapping struct {
 	// payload.
 	Required []int
 
+	// PayloadJSON: the payload must be valid JSON (payload-format json).
+	PayloadJSON  bool
 	InvalidTrace string
 	CloudEvents  bool
 	CESource     Template
@@ -317,6 +328,9 @@ func Resolve(c Config) (Config, [][2]string) {
 	if r.Order == "" {
 		r.Order = d.Order
 	}
+	if r.PayloadFormat == "" {
+		r.PayloadFormat = d.PayloadFormat
+	}
 	if r.Order == "-" {
 		r.Order = ""
 	}
@@ -373,7 +387,7 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 	for i, col := range cols {
 		have[i] = col.Name
 	}
-	m := &Mapping{Table: table, IM: c.IsIM(), InvalidTrace: r.InvalidTrace, CloudEvents: r.Envelope == EnvelopeCloudEvents,
+	m := &Mapping{Table: table, IM: c.IsIM(), PayloadJSON: r.PayloadFormat == "json", InvalidTrace: r.InvalidTrace, CloudEvents: r.Envelope == EnvelopeCloudEvents,
 		ContentType: r.CloudEvents.ContentType,
 		ID:          -1, Payload: -1, Order: -1, Timestamp: -1, Partition: -1, TopicColumn: -1, TraceParent: -1, TraceState: -1, CEType: -1, CETime: -1}
 	var errs []error

@@ -62,6 +62,12 @@ type Poison struct {
 // A broker's MESSAGE_TOO_LARGE (ReasonBrokerTooLarge) is only found by
 // sending.
 func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
+	return check(m, routeErr, maxBytes, true)
+}
+
+// check is Check; json false skips the JSON validation (a mapping whose
+// payload is not JSON: mapping.Mapping.PayloadJSON).
+func check(m *kafka.Message, routeErr error, maxBytes int64, jsonPayload bool) (*Poison, error) {
 	if routeErr != nil {
 		if !errors.Is(routeErr, router.ErrTopic) {
 			return nil, routeErr
@@ -72,7 +78,7 @@ func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 		return &Poison{Reason: ReasonTooLarge, Topic: m.Topic,
 			Err: fmt.Errorf("%w: %d bytes > kafka.batch-bytes %d", ErrRecordTooLarge, size, maxBytes)}, nil
 	}
-	if !json.Valid(m.Value) {
+	if jsonPayload && !json.Valid(m.Value) {
 		return &Poison{Reason: ReasonInvalidJSON, Topic: m.Topic,
 			Err: fmt.Errorf("%w (%d bytes)", ErrInvalidJSON, len(m.Value))}, nil
 	}
@@ -80,12 +86,13 @@ func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 }
 
 // checkEvent is Check for the Writer: an event the reader could not
-// decode (e.Err) is poison whatever its record; then Check.
+// decode (e.Err) is poison whatever its record; then Check, without the
+// JSON validation when the event's mapping says its payload is not JSON.
 func checkEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 	if e.Err != nil {
 		return &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}, nil
 	}
-	return Check(m, routeErr, maxBytes)
+	return check(m, routeErr, maxBytes, e.Table == nil || e.Table.Mapping.PayloadJSON)
 }
 
 // DeadLetter returns the dead-letter record for m, poisoned by p, for topic:

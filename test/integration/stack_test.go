@@ -105,6 +105,7 @@ type env struct {
 	serverID     uint32
 	dir          string
 	extra        string // appended to the YAML config
+	sourceExtra  string // appended to the YAML config's source section (indented by 2)
 	batchBytes   int
 	batchSize    int
 	sourceAddr   string   // overrides the MariaDB address the publisher uses
@@ -173,7 +174,7 @@ func (e *env) config() string {
   position-mode: %s
   heartbeat-period: 1s
   read-timeout: 5s
-router:
+%srouter:
   topic: %s
 kafka:
   brokers: [%s]
@@ -188,7 +189,7 @@ log:
   level: info
 shutdown-timeout: 10s
 retry-backoff-max: 2s
-`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key)
+`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.sourceExtra, e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), redisAddr, e.key)
 	path := filepath.Join(e.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg+e.extra), 0o600); err != nil {
 		e.t.Fatal(err)
