@@ -149,7 +149,9 @@ func (ts *TableSet) lookup(schema, table string) int {
 }
 
 // Has reports whether schema.table is one of the set's outbox tables.
-func (ts *TableSet) Has(schema, table string) bool { return ts.entry([]byte(schema), []byte(table)) >= 0 }
+func (ts *TableSet) Has(schema, table string) bool {
+	return ts.entry([]byte(schema), []byte(table)) >= 0
+}
 
 // Mentions reports whether a statement's text names one of the tables (or
 // could name a table of a pattern): used to spot statement-based logging
