@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 )
 
 // Flavors accepted in Config.Flavor.
@@ -48,9 +51,18 @@ type Config struct {
 	// ServerID is the replica server_id the publisher registers with. It must
 	// differ from the source's and from every other replica's.
 	ServerID uint32 `yaml:"server-id" env:"SERVER_ID"`
-	// Schema and Table name the outbox table.
+	// Schema and Table name the outbox table (when Tables is empty; Schema
+	// is also the default schema of Tables' entries).
 	Schema string `yaml:"schema" env:"SCHEMA"`
 	Table  string `yaml:"table" env:"TABLE"`
+	// Mapping says how the table's rows become records (docs/mapping.md);
+	// the default is the im preset, today's im_event_outbox layout.
+	Mapping mapping.Config `yaml:"mapping"`
+	// Tables, when set, are the outbox tables of this source instead of
+	// Table: tables or patterns over "schema.table", each with its
+	// mapping (default Mapping), all read from the one binlog stream with
+	// one checkpoint.
+	Tables []TableConfig `yaml:"tables"`
 	// PositionMode is "file" (default) or "gtid".
 	PositionMode string `yaml:"position-mode" env:"POSITION_MODE"`
 	// Start is where to start when no checkpoint exists: "latest",
@@ -138,8 +150,27 @@ func (c *Config) Validate() error {
 	if c.Schema == "" {
 		bad("schema", "required: the database holding the outbox table")
 	}
-	if c.Table == "" {
-		bad("table", "required")
+	if c.Table == "" && len(c.Tables) == 0 {
+		bad("table", "required (or source.tables)")
+	}
+	if err := c.Mapping.Validate("source.mapping"); err != nil {
+		errs = append(errs, err)
+	}
+	for i, t := range c.Tables {
+		field := fmt.Sprintf("tables[%d]", i)
+		switch {
+		case t.Table == "" && t.Pattern == "":
+			bad(field, "set table (a name) or pattern (a regexp over schema.table, e.g. im\\.im_event_outbox_[0-9]+)")
+		case t.Table != "" && t.Pattern != "":
+			bad(field, "set table or pattern, not both")
+		case t.Pattern != "":
+			if _, err := regexp.Compile(t.Pattern); err != nil {
+				bad(field+".pattern", "%q: %v", t.Pattern, err)
+			}
+		}
+		if err := t.Mapping.Validate("source." + field + ".mapping"); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	switch c.PositionMode {
 	case ModeFile, ModeGTID:

@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestDefaultConfig(t *testing.T) {
 	want := Config{Addr: "127.0.0.1:3306", ServerID: 5701, Table: "im_event_outbox", PositionMode: ModeFile,
 		HeartbeatPeriod: 5 * time.Second, ReadTimeout: 30 * time.Second, ServerIDWait: 20 * time.Second, TxnBuffer: 256, BufferBytes: 16 << 20,
 		BackfillWhere: DefaultBackfillWhere}
-	if d != want {
+	if !reflect.DeepEqual(d, want) {
 		t.Errorf("DefaultConfig() = %+v, want %+v", d, want)
 	}
 	// The defaults lack what has no sensible default: user and schema.
@@ -188,7 +189,7 @@ func TestRedacted(t *testing.T) {
 		t.Errorf("Redacted modified the receiver: Password = %q", c.Password)
 	}
 	r.Password = c.Password
-	if r != c {
+	if !reflect.DeepEqual(r, c) {
 		t.Errorf("Redacted changed other fields: %+v vs %+v", r, c)
 	}
 	c.Password = ""

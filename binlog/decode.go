@@ -3,10 +3,12 @@ package binlog
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 )
@@ -253,4 +255,142 @@ func appendDatetime(b []byte, y, mo, d, h, mi, s, usec, dec int) []byte {
 		b = pad(b, usec, dec)
 	}
 	return b
+}
+
+// genMap maps the row images of a table with a mapping other than the im
+// preset to the mapping's slots (go-mysql's decoded rows; the fast path
+// is rowPlan's generic plan).
+type genMap struct {
+	tbl *Table
+	idx []int // slot → column index
+	dec []int // slot → fractional digits of a DATETIME2/TIMESTAMP2 column
+	n   int   // columns in the row image
+}
+
+// newGenMap maps tbl's slots to the columns names (ordinal order) of table
+// map t.
+func newGenMap(tbl *Table, names []string, t *replication.TableMapEvent) (genMap, error) {
+	m := tbl.Mapping
+	g := genMap{tbl: tbl, idx: make([]int, len(m.Cols)), dec: make([]int, len(m.Cols)), n: len(names)}
+	for s, c := range m.Cols {
+		g.idx[s] = -1
+		for i, n := range names {
+			if strings.EqualFold(n, c) {
+				g.idx[s] = i
+				break
+			}
+		}
+		if g.idx[s] < 0 {
+			return genMap{}, fmt.Errorf("%w: table %s lacks mapped column %s (have %s): add it back, or change the mapping and restart",
+				ErrDecode, tbl, c, strings.Join(names, ", "))
+		}
+		if i := g.idx[s]; t != nil && i < len(t.ColumnType) && i < len(t.ColumnMeta) {
+			switch t.ColumnType[i] {
+			case mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
+				g.dec[s] = min(int(t.ColumnMeta[i]), 6)
+			}
+		}
+	}
+	return g, nil
+}
+
+// decodeRow turns one row image into an Event with Vals (see Event). A
+// NULL in a required column (mapping.Mapping.Required) sets Err: a poison
+// record.
+func (g *genMap) decodeRow(row []any) (Event, error) {
+	if len(row) != g.n {
+		return Event{}, fmt.Errorf("%w: row of %s has %d columns, the table has %d (schema changed under the publisher?)", ErrDecode, g.tbl, len(row), g.n)
+	}
+	m := g.tbl.Mapping
+	e := Event{Table: g.tbl, Vals: make([][]byte, len(m.Cols))}
+	for s, i := range g.idx {
+		v, err := textValue(row[i], g.dec[s])
+		if err != nil && e.Err == nil {
+			e.Err = fmt.Errorf("%w: table %s, column %s: %v", ErrDecode, g.tbl, m.Cols[s], err)
+		}
+		e.Vals[s] = v
+	}
+	if id := row[g.idx[m.ID]]; m.Kinds[m.ID] == mapping.KindInteger || isInt(id) {
+		e.ID, _ = asUint64(id)
+	}
+	e.Payload = e.Vals[m.Payload]
+	if e.Err == nil {
+		e.Err = nullRequired(g.tbl, e.Vals)
+	}
+	return e, nil
+}
+
+// nullRequired returns the poison error of a row with a NULL in a
+// required column, or nil.
+func nullRequired(t *Table, vals [][]byte) error {
+	for _, s := range t.Mapping.Required {
+		if vals[s] == nil {
+			return fmt.Errorf("%w: table %s, column %s is NULL (%s): a row needs an id, a key, a topic and a payload",
+				ErrDecode, t, t.Mapping.Cols[s], role(t.Mapping, s))
+		}
+	}
+	return nil
+}
+
+func role(m *mapping.Mapping, s int) string {
+	switch {
+	case s == m.ID:
+		return "the event id"
+	case slices.Contains(m.Key, s):
+		return "the key"
+	case s == m.Payload:
+		return "the payload"
+	}
+	return "the topic"
+}
+
+func isInt(v any) bool {
+	switch v.(type) {
+	case int8, int16, int32, int64, uint8, uint16, uint32, uint64, int:
+		return true
+	}
+	return false
+}
+
+// textValue renders a value decoded by go-mysql as the fast path does:
+// integers in decimal (unsigned ones arrive as uint*), strings and bytes
+// as stored, times as asTimeString; nil for NULL.
+func textValue(v any, dec int) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case []byte:
+		if x == nil {
+			return []byte{}, nil
+		}
+		return x, nil
+	case string:
+		if x == "" {
+			return []byte{}, nil
+		}
+		return []byte(x), nil
+	case int64:
+		return strconv.AppendInt(nil, x, 10), nil
+	case int32:
+		return strconv.AppendInt(nil, int64(x), 10), nil
+	case int16:
+		return strconv.AppendInt(nil, int64(x), 10), nil
+	case int8:
+		return strconv.AppendInt(nil, int64(x), 10), nil
+	case int:
+		return strconv.AppendInt(nil, int64(x), 10), nil
+	case uint64:
+		return strconv.AppendUint(nil, x, 10), nil
+	case uint32:
+		return strconv.AppendUint(nil, uint64(x), 10), nil
+	case uint16:
+		return strconv.AppendUint(nil, uint64(x), 10), nil
+	case uint8:
+		return strconv.AppendUint(nil, uint64(x), 10), nil
+	case time.Time:
+		return appendTime(nil, x.UTC(), dec), nil
+	case float32, float64:
+		return fmt.Appendf(nil, "%v", x), nil
+	}
+	return []byte(fmt.Sprint(v)), nil
 }

@@ -20,11 +20,21 @@ import "strconv"
 // (values of 2^63 and above are negative as int64); AppendConversationKey gives
 // the decimal value. ID is always unsigned.
 //
+// Table is the row's table when the source reads a table set or a table
+// whose mapping is not the plain im preset (nil for the single im table of
+// source.schema/source.table). With a mapping other than the im preset
+// (Table.Mapping.IM false) the typed IM fields are zero but for ID (when
+// the id column is an integer) and Payload, and Vals holds the mapped
+// columns' values as text by slot (Table.Mapping.Cols): integers in
+// decimal, strings and JSON/TEXT/BLOB bytes as stored, DATETIME/TIMESTAMP
+// as CreatedAt is rendered; nil for NULL.
+//
 // Err is non-nil for a row that cannot become a record (a NULL or
-// out-of-range value in an outbox column): it wraps ErrDecode and names
-// the column; the fields decoded before or after it are set (ID whenever
-// the id column itself is readable), Pos always. The sink treats such an
-// event as a poison record (sink.ReasonUndecodable).
+// out-of-range value in an outbox column, or in the id, key, topic or
+// payload column of its mapping): it wraps ErrDecode and names the column
+// (and table); the other fields are set as far as they could be decoded
+// (ID whenever the id column itself is readable), Pos always. The sink
+// treats such an event as a poison record (sink.ReasonUndecodable).
 type Event struct {
 	ID                   uint64
 	EventType            string
@@ -37,6 +47,8 @@ type Event struct {
 	Payload              []byte
 	CreatedAt            string
 	Pos                  Position
+	Table                *Table
+	Vals                 [][]byte
 	Err                  error
 }
 
@@ -47,6 +59,16 @@ func (e *Event) AppendConversationKey(b []byte) []byte {
 		return strconv.AppendUint(b, uint64(e.ConversationID), 10)
 	}
 	return strconv.AppendInt(b, e.ConversationID, 10)
+}
+
+// EventID returns the event id as text: the header event_id.
+func (e *Event) EventID() string {
+	if e.Table != nil && !e.Table.Mapping.IM {
+		if v := e.Vals[e.Table.Mapping.ID]; v != nil {
+			return string(v)
+		}
+	}
+	return strconv.FormatUint(e.ID, 10)
 }
 
 // Txn is one committed transaction. Events holds its outbox INSERT rows in

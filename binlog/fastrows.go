@@ -7,6 +7,8 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +69,7 @@ func fromFast(e *replication.RowsEvent) ([]Event, bool) {
 // safe for concurrent use (go-mysql may decode the events of a MySQL
 // transaction payload event concurrently).
 type rowsDecoder struct {
-	schema, table []byte
+	set *TableSet
 
 	mu    sync.Mutex
 	plans map[uint64]*rowPlan // by table id
@@ -75,8 +77,8 @@ type rowsDecoder struct {
 	hits atomic.Int64 // rows events decoded by the fast path (tests)
 }
 
-func newRowsDecoder(schema, table string) *rowsDecoder {
-	return &rowsDecoder{schema: []byte(schema), table: []byte(table), plans: map[uint64]*rowPlan{}}
+func newRowsDecoder(set *TableSet) *rowsDecoder {
+	return &rowsDecoder{set: set, plans: map[uint64]*rowPlan{}}
 }
 
 // compressedField is the index of RowsEvent's unexported "compressed"
@@ -111,14 +113,17 @@ func (d *rowsDecoder) decodeWith(e *replication.RowsEvent, data []byte, slow fun
 	if err != nil {
 		return err
 	}
-	if e.Table == nil || !bytes.Equal(e.Table.Table, d.table) || !bytes.Equal(e.Table.Schema, d.schema) ||
-		e.Type() != replication.EnumRowsEventTypeInsert {
+	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert || d.set.entry(e.Table.Schema, e.Table.Table) < 0 {
 		return nil // not read by anyone: not decoded
 	}
 	var p *rowPlan
 	if !isCompressed(e) && allBits(e.ColumnBitmap1, int(e.ColumnCount)) {
 		if p = d.plan(e.Table); p.ok {
-			if evs, ok := p.decodeRows(data[pos:]); ok {
+			decode := p.decodeRows
+			if p.gen != nil {
+				decode = p.decodeGeneric
+			}
+			if evs, ok := decode(data[pos:]); ok {
 				e.Rows = [][]any{{&fastRows{events: evs}}}
 				d.hits.Add(1)
 				return nil
@@ -128,7 +133,7 @@ func (d *rowsDecoder) decodeWith(e *replication.RowsEvent, data []byte, slow fun
 	if err := slow(pos); err != nil {
 		return err
 	}
-	if p != nil && p.ok && p.payloadJSON {
+	if p != nil && p.ok && p.gen == nil && p.payloadJSON {
 		p.patchJSON(e, data[pos:])
 	}
 	return nil
@@ -158,7 +163,7 @@ func (d *rowsDecoder) plan(t *replication.TableMapEvent) *rowPlan {
 		p.tm = t
 		return p
 	}
-	p = newRowPlan(t)
+	p = newRowPlan(t, d.set)
 	if len(d.plans) > 64 {
 		clear(d.plans) // table ids of dropped or re-opened tables
 	}
@@ -185,6 +190,21 @@ type rowPlan struct {
 	// the reverse: column index -> index in cols, or -1.
 	cols [9]int
 	want []int8
+	// gen is set for a table whose mapping is not the im preset: want
+	// then maps column indexes to the mapping's slots.
+	gen *genPlan
+}
+
+// genPlan is the fast path of a mapping other than the im preset: each
+// mapped column is rendered as text into one buffer per rows event (or,
+// for strings, taken as is), by slot.
+type genPlan struct {
+	tbl   *Table
+	col   []int  // slot → column index
+	kind  []byte // slot → the column's MYSQL_TYPE_*
+	dec   []int  // slot → fractional digits of DATETIME2/TIMESTAMP2
+	uns   []bool // slot → UNSIGNED
+	intID bool   // the id column is an integer: Event.ID is set
 }
 
 func (p *rowPlan) same(t *replication.TableMapEvent) bool {
@@ -192,7 +212,7 @@ func (p *rowPlan) same(t *replication.TableMapEvent) bool {
 		bytes.Equal(p.signed, t.SignednessBitmap) && slices.EqualFunc(p.names, t.ColumnName, bytes.Equal)
 }
 
-func newRowPlan(t *replication.TableMapEvent) *rowPlan {
+func newRowPlan(t *replication.TableMapEvent, set *TableSet) *rowPlan {
 	p := &rowPlan{tm: t, types: bytes.Clone(t.ColumnType), meta: slices.Clone(t.ColumnMeta),
 		signed: bytes.Clone(t.SignednessBitmap)}
 	for _, n := range t.ColumnName {
@@ -200,6 +220,14 @@ func newRowPlan(t *replication.TableMapEvent) *rowPlan {
 	}
 	n := int(t.ColumnCount)
 	if len(t.ColumnName) != n || len(t.ColumnType) != n || len(t.ColumnMeta) != n {
+		return p
+	}
+	tbl, err := set.forTableMap(t, nil)
+	if err != nil {
+		return p // the reader reports it
+	}
+	if tbl != nil && !tbl.Mapping.IM {
+		p.initGeneric(t, tbl)
 		return p
 	}
 	cm, err := newColumnMap(t.ColumnNameString())
@@ -449,7 +477,18 @@ func (p *rowPlan) event(vals *[9][]byte) (Event, bool) {
 // go-mysql's; false for what go-mysql renders itself (zero dates, years
 // before 1970), left to its path.
 func (p *rowPlan) createdAt(b []byte) (string, bool) {
-	dec := p.cm.createdAtDec
+	var buf [32]byte
+	out, ok := appendTemporal(buf[:0], b, p.cm.createdAtDec, p.createdTS)
+	if !ok {
+		return "", false
+	}
+	return string(out), true
+}
+
+// appendTemporal appends a DATETIME2 (ts false) or TIMESTAMP2 value of dec
+// fractional digits as asTimeString renders go-mysql's; false for what
+// go-mysql renders itself (zero dates, years before 1970).
+func appendTemporal(dst, b []byte, dec int, ts bool) ([]byte, bool) {
 	var frac int64
 	switch {
 	case dec == 1 || dec == 2:
@@ -460,13 +499,12 @@ func (p *rowPlan) createdAt(b []byte) (string, bool) {
 		x := b[len(b)-3:]
 		frac = int64(x[0])<<16 | int64(x[1])<<8 | int64(x[2])
 	}
-	var buf [32]byte
-	if p.createdTS {
+	if ts {
 		sec := int64(binary.BigEndian.Uint32(b))
 		if sec == 0 {
-			return "", false
+			return dst, false
 		}
-		return string(appendTime(buf[:0], time.Unix(sec, frac*1000).UTC(), dec)), true
+		return appendTime(dst, time.Unix(sec, frac*1000).UTC(), dec), true
 	}
 	// DATETIME2: 1 bit sign, 17 bits year*13+month, 5 day, 5 hour,
 	// 6 minute, 6 second (MySQL's my_datetime_packed_from_binary).
@@ -475,7 +513,156 @@ func (p *rowPlan) createdAt(b []byte) (string, bool) {
 	const epoch = 107420450816 // 1970-01-01 00:00:00, as go-mysql's cut-off
 	ym, day := v>>22, int(v>>17&31)
 	if v < epoch || ym%13 == 0 || day == 0 {
-		return "", false
+		return dst, false
 	}
-	return string(appendDatetime(buf[:0], int(ym/13), int(ym%13), day, int(v>>12&31), int(v>>6&63), int(v&63), int(frac), dec)), true
+	return appendDatetime(dst, int(ym/13), int(ym%13), day, int(v>>12&31), int(v>>6&63), int(v&63), int(frac), dec), true
+}
+
+// initGeneric prepares the fast path of tbl's mapping (not the im
+// preset): every column skippable by length, every mapped column of a type
+// rendered here (integers, VARCHAR, BLOB/TEXT, MySQL's JSON, DATETIME2,
+// TIMESTAMP2); otherwise go-mysql's path (genMap) decodes the rows.
+func (p *rowPlan) initGeneric(t *replication.TableMapEvent, tbl *Table) {
+	n := int(t.ColumnCount)
+	m := tbl.Mapping
+	if len(m.Cols) > 127 {
+		return
+	}
+	for i := 0; i < n; i++ {
+		if _, ok := fixedLen(t.ColumnType[i], t.ColumnMeta[i]); !ok && !varLen(t.ColumnType[i], t.ColumnMeta[i]) {
+			return
+		}
+	}
+	g := &genPlan{tbl: tbl, col: make([]int, len(m.Cols)), kind: make([]byte, len(m.Cols)), dec: make([]int, len(m.Cols)), uns: make([]bool, len(m.Cols))}
+	p.want = make([]int8, n)
+	for i := range p.want {
+		p.want[i] = -1
+	}
+	unsigned := t.UnsignedMap()
+	names := t.ColumnNameString()
+	for s, c := range m.Cols {
+		i := slices.IndexFunc(names, func(n string) bool { return strings.EqualFold(n, c) })
+		if i < 0 {
+			return
+		}
+		g.col[s], g.kind[s], g.uns[s] = i, t.ColumnType[i], unsigned[i]
+		p.want[i] = int8(s)
+		switch t.ColumnType[i] {
+		case mysql.MYSQL_TYPE_TINY, mysql.MYSQL_TYPE_SHORT, mysql.MYSQL_TYPE_INT24, mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_LONGLONG:
+			if s == m.ID {
+				g.intID = true
+			}
+		case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_JSON:
+		case mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
+			g.dec[s] = min(int(t.ColumnMeta[i]), 6)
+		default:
+			return
+		}
+	}
+	p.gen = g
+	p.ok = true
+}
+
+// decodeGeneric decodes every row image of a full-image WRITE_ROWS body
+// into Events with Vals (see Event). Strings are sub-slices of data, the
+// other values rendered into one buffer shared by the event's rows, each
+// capped to its own bytes. It returns false (leaving the event to
+// go-mysql) when the data does not parse into whole rows, or a value is
+// one rendered by go-mysql's path (a zero date, a year before 1970, binary
+// JSON appendMySQLJSON rejects).
+func (p *rowPlan) decodeGeneric(data []byte) ([]Event, bool) {
+	g := p.gen
+	m := g.tbl.Mapping
+	ns := len(m.Cols)
+	n := len(p.types)
+	nullBytes := (n + 7) / 8
+	size := len(data)
+	var (
+		evs  []Event
+		buf  []byte
+		pool [][]byte
+	)
+	for len(data) > 0 {
+		if len(data) < nullBytes {
+			return nil, false
+		}
+		nulls := data[:nullBytes]
+		pos := nullBytes
+		if len(pool) < ns {
+			est := 1
+			if len(evs) > 0 {
+				est = 1 + len(data)/max((size-len(data))/len(evs), 1)
+			}
+			pool = make([][]byte, ns*est)
+		}
+		vals := pool[:ns:ns]
+		pool = pool[ns:]
+		var e Event
+		for i := 0; i < n; i++ {
+			if nulls[i>>3]&(1<<(uint(i)&7)) != 0 {
+				continue
+			}
+			v, l, err := p.value(data[pos:], i)
+			if err != nil {
+				return nil, false
+			}
+			pos += l
+			s := p.want[i]
+			if s < 0 {
+				continue
+			}
+			switch g.kind[s] {
+			case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_BLOB:
+				vals[s] = v[:len(v):len(v)]
+				continue
+			}
+			if buf == nil {
+				buf = make([]byte, 0, 64+size/2)
+			}
+			start := len(buf)
+			switch g.kind[s] {
+			case mysql.MYSQL_TYPE_JSON:
+				if buf, err = appendMySQLJSON(buf, v); err != nil {
+					return nil, false
+				}
+			case mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
+				var ok bool
+				if buf, ok = appendTemporal(buf, v, g.dec[s], g.kind[s] == mysql.MYSQL_TYPE_TIMESTAMP2); !ok {
+					return nil, false
+				}
+			default:
+				u := intBits(v, g.uns[s])
+				if int(s) == m.ID {
+					e.ID = u
+				}
+				if g.uns[s] {
+					buf = strconv.AppendUint(buf, u, 10)
+				} else {
+					buf = strconv.AppendInt(buf, int64(u), 10)
+				}
+			}
+			vals[s] = buf[start:len(buf):len(buf)]
+		}
+		data = data[pos:]
+		e.Table, e.Vals, e.Payload = g.tbl, vals, vals[m.Payload]
+		e.Err = nullRequired(g.tbl, vals)
+		if evs == nil {
+			evs = make([]Event, 0, 1+len(data)/max(size-len(data), 1))
+		}
+		evs = append(evs, e)
+	}
+	return evs, len(evs) > 0
+}
+
+// intBits returns a little-endian integer of 1 to 8 bytes: sign-extended
+// unless unsigned (as uint64: the bit pattern of an int64 when signed).
+func intBits(v []byte, unsigned bool) uint64 {
+	var u uint64
+	for k := len(v) - 1; k >= 0; k-- {
+		u = u<<8 | uint64(v[k])
+	}
+	if !unsigned && len(v) < 8 && v[len(v)-1]&0x80 != 0 {
+		u |= ^uint64(0) << (8 * uint(len(v)))
+	}
+	return u
 }

@@ -49,6 +49,9 @@ type FileConfig struct {
 	End Position
 	// TxnBuffer is the capacity of the Txns channel (default 256).
 	TxnBuffer int
+	// Tables, when set, are the outbox tables to read (NewTableSet, as the
+	// Reader's); nil: Schema.Table with the im preset.
+	Tables *TableSet
 }
 
 // FileResult says how far a FileReader got.
@@ -120,7 +123,12 @@ type FileReader struct {
 	// the fast path (fastrows.go), to compare the two.
 	slowRows bool
 	decoders []*rowsDecoder // the fast decoders of the files read (tests)
+	set      *TableSet
 }
+
+// tables returns the outbox tables read (FileConfig.Tables or the single
+// im table).
+func (fr *FileReader) tables() *TableSet { return fr.set }
 
 // NewFileReader returns a FileReader over paths, in binlog order (see
 // BinlogFiles). It checks the configuration and that cfg.Start and cfg.End
@@ -132,7 +140,7 @@ func NewFileReader(paths []string, cfg FileConfig, log *zap.Logger) (*FileReader
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no binlog files given", ErrFileOrder)
 	}
-	if cfg.Table == "" || cfg.Schema == "" {
+	if (cfg.Table == "" || cfg.Schema == "") && cfg.Tables == nil {
 		return nil, fmt.Errorf("%w: schema and table of the outbox table are required", ErrFileOrder)
 	}
 	switch cfg.Flavor {
@@ -143,7 +151,10 @@ func NewFileReader(paths []string, cfg FileConfig, log *zap.Logger) (*FileReader
 	if cfg.TxnBuffer < 1 {
 		cfg.TxnBuffer = 256
 	}
-	r := &FileReader{paths: paths, cfg: cfg, log: log.Named("binlog-file"), out: make(chan Txn, cfg.TxnBuffer)}
+	r := &FileReader{paths: paths, cfg: cfg, log: log.Named("binlog-file"), out: make(chan Txn, cfg.TxnBuffer), set: cfg.Tables}
+	if r.set == nil {
+		r.set = defaultTables(Config{Schema: cfg.Schema, Table: cfg.Table})
+	}
 	first, last := 0, len(paths)-1
 	if cfg.Start.File != "" {
 		if first = r.index(cfg.Start.File); first < 0 {
@@ -232,7 +243,7 @@ func (fr *fileRun) newParser() *replication.BinlogParser {
 	p.SetRenderJSONAsMySQLText(true)
 	p.SetParseTime(true)                   // as Reader: DATETIME/TIMESTAMP as time.Time
 	p.SetTimestampStringLocation(time.UTC) // as Reader: TIMESTAMP text in UTC
-	dec := newRowsDecoder(fr.r.cfg.Schema, fr.r.cfg.Table)
+	dec := newRowsDecoder(fr.r.tables())
 	fr.r.decoders = append(fr.r.decoders, dec)
 	p.SetRowsEventDecodeFunc(func(e *replication.RowsEvent, data []byte) error {
 		if fr.r.slowRows {
@@ -643,7 +654,7 @@ func (fr *fileRun) init(fde *replication.FormatDescriptionEvent) error {
 	fr.st = &state{
 		r: &Reader{
 			cfg: Config{Schema: cfg.Schema, Table: cfg.Table}, flavor: fr.flavor, columns: cfg.Columns,
-			log: fr.r.log, schema: []byte(cfg.Schema), table: []byte(cfg.Table),
+			log: fr.r.log, tables: fr.r.tables(),
 		},
 		pos:  start,
 		gset: gset,
@@ -676,7 +687,7 @@ func (fr *fileRun) handle(ev *replication.BinlogEvent, base string, off int64) (
 	}
 	cfg := fr.r.cfg
 	if e, ok := ev.Event.(*replication.RowsEvent); ok && e.Table != nil && isWriteRows(ev.Header.EventType) &&
-		string(e.Table.Table) == cfg.Table && string(e.Table.Schema) == cfg.Schema &&
+		fr.r.tables().entry(e.Table.Schema, e.Table.Table) >= 0 &&
 		len(e.Table.ColumnName) == 0 && len(cfg.Columns) == 0 {
 		return nil, &FileError{File: base, Offset: off, Err: fmt.Errorf("%w: the table map of %s.%s carries no column names (written with binlog_row_metadata=MINIMAL or by MySQL < 8.0.1) and FileConfig.Columns is empty: set the columns in ordinal order, e.g. with ColumnsFromCreateTable on the table's CREATE TABLE",
 			ErrNoColumns, cfg.Schema, cfg.Table)}

@@ -264,7 +264,11 @@ func TestMySQLJSONCorpusLive(t *testing.T) {
 // events the fast path decoded).
 func liveBinaries(t *testing.T, addr, user, pass, db, table string, from Position, n int) ([][]byte, int64) {
 	t.Helper()
-	d := newRowsDecoder(db, table)
+	ts, err := NewTableSet(Config{Schema: db, Table: table}, "im.events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newRowsDecoder(ts)
 	var raws [][]byte
 	host, port, _ := strings.Cut(addr, ":")
 	var p uint64

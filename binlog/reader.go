@@ -12,6 +12,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
@@ -28,9 +29,9 @@ type Reader struct {
 	out     chan Txn
 	stop    *stopper // StopAt; nil: stream until cancelled
 
-	schema, table []byte
-	budget        *Budget
-	obs           Observer
+	tables *TableSet
+	budget *Budget
+	obs    Observer
 	// noRows: rows events are not decoded and no Event is produced, only
 	// transactions and their positions (PositionAt's scan).
 	noRows bool
@@ -47,9 +48,23 @@ func NewReader(cfg Config, flavor string, columns []string, from Position, log *
 	return &Reader{
 		cfg: cfg, flavor: flavor, columns: columns, from: from,
 		log: log.Named("binlog"), out: make(chan Txn, cfg.TxnBuffer),
-		schema: []byte(cfg.Schema), table: []byte(cfg.Table),
+		tables: defaultTables(cfg),
 	}
 }
+
+// defaultTables is the TableSet of cfg with router.topic's default (the
+// im preset's topic); SetTables sets the configured one.
+func defaultTables(cfg Config) *TableSet {
+	ts, err := NewTableSet(cfg, "im.events")
+	if err != nil {
+		ts, _ = NewTableSet(Config{Schema: cfg.Schema, Table: cfg.Table}, "im.events")
+	}
+	return ts
+}
+
+// SetTables sets the outbox tables to read (NewTableSet with router.topic).
+// Call it before Run.
+func (r *Reader) SetTables(ts *TableSet) { r.tables = ts }
 
 // Txns returns the channel of committed transactions, in commit order. It
 // is closed when Run returns.
@@ -204,7 +219,7 @@ func (r *Reader) rowsDecodeFunc() func(*replication.RowsEvent, []byte) error {
 			return err
 		}
 	}
-	return newRowsDecoder(r.cfg.Schema, r.cfg.Table).decode
+	return newRowsDecoder(r.tables).decode
 }
 
 // checksumFailed tells whether the stream failed because an event after
@@ -294,6 +309,7 @@ type state struct {
 	commitAt Position
 	events   []Event
 	columns  map[uint64]*columnMap // by table id
+	generic  map[uint64]*genMap    // by table id: mappings other than the im preset
 	// chunk > 0 lets a transaction with more than chunk events (or
 	// chunkBytes payload bytes) go out in fragments (Txn.Partial) on
 	// ready, so that memory stays bounded; 0 keeps transactions whole.
@@ -399,7 +415,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			st.xa = true
 		case hasPrefixFold(q, "XA COMMIT ") || hasPrefixFold(q, "XA ROLLBACK "):
 			return st.xaEnd(q, h), nil
-		case st.inTxn && isDML(q) && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)):
+		case st.inTxn && isDML(q) && st.r.tables.Mentions(q):
 			// Statement-based logging of a change to the outbox table
 			// (binlog_format STATEMENT or MIXED for that session): the rows
 			// are not in the binlog, so they cannot be published.
@@ -408,7 +424,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 				ErrServerConfig, st.file, h.LogPos)
 		case !st.inTxn:
 			// A statement outside BEGIN … COMMIT (DDL) is a transaction of its own.
-			if st.ddl == "" && bytes.Contains(bytes.ToLower(q), bytes.ToLower(st.r.table)) {
+			if st.ddl == "" && st.r.tables.Mentions(q) {
 				st.ddl = fmt.Sprintf("%s:%d", st.file, h.LogPos)
 			}
 			return st.commit(h), nil
@@ -420,7 +436,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 		if st.r.noRows {
 			return nil, nil
 		}
-		if !isWriteRows(h.EventType) || !bytes.Equal(e.Table.Table, st.r.table) || !bytes.Equal(e.Table.Schema, st.r.schema) {
+		if !isWriteRows(h.EventType) || st.r.tables.entry(e.Table.Schema, e.Table.Table) < 0 {
 			return nil, nil
 		}
 		return nil, st.rows(e, h)
@@ -615,13 +631,25 @@ func (st *state) xaEnd(q []byte, h *replication.EventHeader) *Txn {
 
 func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
 	at := Position{File: st.file, Pos: eventStart(h), GTID: st.gtid}
+	var names []string
+	if len(st.r.tables.entries) == 1 && st.r.tables.entries[0].re == nil && st.ddl == "" {
+		names = st.r.columns
+	}
+	tbl, err := st.r.tables.forTableMap(e.Table, names)
+	if err != nil {
+		return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
+	}
 	if evs, ok := fromFast(e); ok {
 		for i := range evs {
 			evs[i].Pos = at
+			evs[i].Table = tbl
 			st.bytes += len(evs[i].Payload)
 		}
 		st.events = append(st.events, evs...)
 		return st.fragment()
+	}
+	if tbl != nil && !tbl.Mapping.IM {
+		return st.genericRows(e, tbl, at)
 	}
 	m, ok := st.columns[e.TableID]
 	if !ok {
@@ -667,10 +695,61 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 			ev.Err = fmt.Errorf("%w (row event at %s)", ev.Err, at.FilePos())
 		}
 		ev.Pos = at
+		ev.Table = tbl
 		st.events = append(st.events, ev)
 		st.bytes += len(ev.Payload)
 	}
 	return st.fragment()
+}
+
+// genericRows decodes the rows that go-mysql decoded of a table with a
+// mapping other than the im preset.
+func (st *state) genericRows(e *replication.RowsEvent, tbl *Table, at Position) error {
+	g, ok := st.generic[e.TableID]
+	if !ok || g.tbl != tbl {
+		names := e.Table.ColumnNameString()
+		if len(names) == 0 {
+			names = st.r.columns
+		}
+		gm, err := newGenMap(tbl, names, e.Table)
+		if err != nil {
+			return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
+		}
+		if st.generic == nil {
+			st.generic = make(map[uint64]*genMap)
+		}
+		g = &gm
+		st.generic[e.TableID] = g
+	}
+	if err := fullImage(e, at); err != nil {
+		return err
+	}
+	for _, row := range e.Rows {
+		ev, err := g.decodeRow(row)
+		if err != nil {
+			return fmt.Errorf("%w (row event at %s)", err, at.FilePos())
+		}
+		ev.Pos = at
+		st.events = append(st.events, ev)
+		st.bytes += len(ev.Payload)
+	}
+	st.fragment()
+	return nil
+}
+
+// fullImage returns the error of a rows event without every column
+// (binlog_row_image not FULL).
+func fullImage(e *replication.RowsEvent, at Position) error {
+	if bm := e.ColumnBitmap1; len(bm) > 0 {
+		for i := 0; i < int(e.ColumnCount); i++ {
+			if bm[i/8]&(1<<(i%8)) == 0 {
+				return fmt.Errorf("%w: the row event at %s lacks column %d of %s.%s: binlog_row_image is not FULL for the session that wrote it: "+
+					"run SET GLOBAL binlog_row_image=FULL (and in the server's config), then reconnect the application's sessions",
+					ErrServerConfig, at.FilePos(), i+1, e.Table.Schema, e.Table.Table)
+			}
+		}
+	}
+	return nil
 }
 
 // fragment emits the open transaction's events so far as a fragment once
@@ -728,5 +807,5 @@ func classify(err error) error {
 func IsFatal(err error) bool {
 	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) ||
 		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) || errors.Is(err, ErrCorruptEvent) ||
-		errors.Is(err, ErrTLS) || secure.IsTLSFailure(err)
+		errors.Is(err, ErrTLS) || secure.IsTLSFailure(err) || errors.Is(err, mapping.ErrMapping)
 }

@@ -100,7 +100,7 @@ func newState(t *testing.T, flavor, gtidSet string) *state {
 	}
 	r := &Reader{
 		cfg: Config{Schema: "im", Table: "im_event_outbox"}, flavor: flavor, columns: outboxColumns,
-		log: zap.NewNop(), schema: []byte("im"), table: []byte("im_event_outbox"),
+		log: zap.NewNop(), tables: defaultTables(Config{Schema: "im", Table: "im_event_outbox"}),
 	}
 	return &state{r: r, pos: Position{File: file1, Pos: 4, GTIDSet: gtidSet}, gset: gset}
 }

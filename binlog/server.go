@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
@@ -178,6 +179,9 @@ func (s *Server) checkPrivileges() []error {
 			errs = append(errs, fmt.Errorf("%w: %q lacks REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* TO the publisher's user (%s)", ErrPrivileges, s.cfg.User, fix))
 		}
 	}
+	if len(s.cfg.Tables) > 0 {
+		return errs // the tables are checked by CheckTables
+	}
 	q := fmt.Sprintf("SELECT 1 FROM `%s`.`%s` LIMIT 0", s.cfg.Schema, s.cfg.Table)
 	if _, err := s.conn.Execute(q); err != nil {
 		switch code(err) {
@@ -256,6 +260,51 @@ func (s *Server) Columns() ([]string, error) {
 		return nil, fmt.Errorf("%w: table %s.%s not found in information_schema: create it from schema/%s.sql", ErrServerConfig, s.cfg.Schema, s.cfg.Table, s.flavor)
 	}
 	return cols, nil
+}
+
+// TableNames returns the base tables of schema (information_schema.TABLES).
+func (s *Server) TableNames(schema string) ([]string, error) {
+	r, err := s.conn.Execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME", schema)
+	if err != nil {
+		return nil, fmt.Errorf("binlog: list the tables of %s: %w", schema, err)
+	}
+	names := make([]string, r.RowNumber())
+	for i := range names {
+		names[i], _ = r.GetString(i, 0)
+	}
+	return names, nil
+}
+
+// TableColumns returns a table's columns in ordinal order with their
+// types and nullability (information_schema.COLUMNS); none when the table
+// does not exist.
+func (s *Server) TableColumns(schema, table string) ([]mapping.Column, error) {
+	r, err := s.conn.Execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+		schema, table)
+	if err != nil {
+		return nil, fmt.Errorf("binlog: read columns of %s.%s: %w", schema, table, err)
+	}
+	cols := make([]mapping.Column, r.RowNumber())
+	for i := range cols {
+		name, _ := r.GetString(i, 0)
+		dt, _ := r.GetString(i, 1)
+		ct, _ := r.GetString(i, 2)
+		null, _ := r.GetString(i, 3)
+		cols[i] = mapping.Column{Name: name, DataType: strings.ToLower(dt), Unsigned: strings.Contains(strings.ToLower(ct), "unsigned"), Nullable: null == "YES"}
+	}
+	return cols, nil
+}
+
+// CheckTables validates the source's tables and mappings at start
+// (TableSet.Check): a table or a mapped column that is missing, a column
+// of an unsupported type, a template over a nullable column, a pattern
+// that matches no table. The legacy single im table is checked by Check
+// and by the reader, as before mappings.
+func (s *Server) CheckTables(ts *TableSet) ([]*Table, error) {
+	if ts.Legacy() {
+		return nil, nil
+	}
+	return ts.Check(s)
 }
 
 // BinaryLogs returns the server's binlog file names, oldest first.

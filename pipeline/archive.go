@@ -140,19 +140,21 @@ func cmpErr(a, b error) error {
 // p.resume at the acknowledged position so that a restart resumes there.
 func (p *Publisher) publishArchive(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
 	cfg := p.cfg
-	cols, err := binlog.SchemaColumns(cfg.Source.SchemaFile, cfg.Source.Table)
-	if err == nil && cols == nil {
-		cols, err = srv.Columns()
-	}
+	tables, cols, err := Tables(cfg, srv)
 	if err != nil {
 		return from, err
+	}
+	if sc, err := binlog.SchemaColumns(cfg.Source.SchemaFile, cfg.Source.Table); err != nil {
+		return from, err
+	} else if sc != nil {
+		cols = sc
 	}
 	paths := make([]string, len(files))
 	for k, fi := range files {
 		paths[k] = fi.Path
 	}
 	reader, err := binlog.NewFileReader(paths, binlog.FileConfig{Schema: cfg.Source.Schema, Table: cfg.Source.Table, Flavor: srv.Flavor(),
-		Columns: cols, Start: from, End: end, TxnBuffer: cfg.Source.TxnBuffer}, p.log)
+		Columns: cols, Start: from, End: end, TxnBuffer: cfg.Source.TxnBuffer, Tables: tables}, p.log)
 	if err != nil {
 		return from, err
 	}

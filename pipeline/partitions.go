@@ -75,7 +75,14 @@ func PartitionChangeError(key string, changes []PartitionChange) error {
 // when fixed; for a template ({event_type}), the topics of the event types
 // present in the outbox table (SELECT DISTINCT event_type, a scan of the
 // table), which may be none.
+//
+// With mappings (source.tables, or a mapping other than the im preset):
+// the fixed topics of the mappings; the topics of templates and topic
+// columns are those the checkpoint recorded (its partition counts).
 func RoutedTopics(ctx context.Context, cfg config.Config) ([]string, error) {
+	if ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic); err == nil && !ts.Legacy() {
+		return ts.FixedTopics(), nil
+	}
 	if !strings.Contains(cfg.Router.Topic, "{") {
 		return []string{cfg.Router.Topic}, nil
 	}

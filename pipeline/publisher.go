@@ -346,7 +346,7 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	} else if skipped {
 		saved = from
 	}
-	cols, err := srv.Columns()
+	tables, cols, err := Tables(cfg, srv)
 	if err != nil {
 		return err
 	}
@@ -357,6 +357,7 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 		}
 	}
 	reader := binlog.NewReader(cfg.Source, srv.Flavor(), cols, from, p.log)
+	reader.SetTables(tables)
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	reader.SetBudget(budget)
 	srv.Close()
@@ -420,6 +421,32 @@ func (p *Publisher) loadMirror(ctx context.Context) (*checkpoint.Checkpoint, err
 		return nil, fmt.Errorf("the checkpoint's copy in %s: %w", p.mirror.Topic(), err)
 	}
 	return c, nil
+}
+
+// legacy reports whether cfg reads the single im table of before mappings
+// (router.topic is then its topic).
+func legacy(cfg config.Config) bool {
+	ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
+	return err == nil && ts.Legacy()
+}
+
+// Tables returns the source's outbox tables (binlog.NewTableSet with
+// router.topic), checked against the server (Server.CheckTables: errors
+// name the table, the column and the fix), and the single table's column
+// names (Server.Columns) for binlogs without them; none with source.tables.
+func Tables(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []string, error) {
+	tables, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := srv.CheckTables(tables); err != nil {
+		return nil, nil, err
+	}
+	if len(cfg.Source.Tables) > 0 {
+		return tables, nil, nil
+	}
+	cols, err := srv.Columns()
+	return tables, cols, err
 }
 
 // first decides where the first pipeline start begins (Decide) and
@@ -567,7 +594,7 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 	if err != nil {
 		return err
 	}
-	if t := p.cfg.Router.Topic; p.parts == nil && !strings.Contains(t, "{") && !p.cfg.Kafka.AllowAutoTopicCreation {
+	if t := p.cfg.Router.Topic; p.parts == nil && !strings.Contains(t, "{") && !p.cfg.Kafka.AllowAutoTopicCreation && legacy(p.cfg) {
 		if _, ok := now[t]; !ok {
 			return fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), or set kafka.allow-auto-topic-creation: true",
 				ErrTopicMissing, t, strings.Join(p.cfg.Kafka.Brokers, ","), t)

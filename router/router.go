@@ -93,6 +93,9 @@ func (r *Router) Topic(eventType string) (string, error) {
 // the invalid name, so that a dead-letter policy can keep its key, value
 // and headers.
 func (r *Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
+	if e.Table != nil && !e.Table.Mapping.IM {
+		return r.routeMapped(e, end)
+	}
 	topic, terr := r.Topic(e.EventType)
 	// One allocation for every header value and the key: the values are
 	// sub-slices of buf, each capped so that appending to one cannot
@@ -170,7 +173,11 @@ func validTopic(t string) error {
 // toPositive(murmur2(key)) % numPartitions
 // (org.apache.kafka.clients.producer.internals.BuiltInPartitioner), so other
 // producers using the same key agree on the partition.
-func Balancer() kafka.Balancer { return &kafka.Murmur2Balancer{} }
+//
+// A record whose mapping has a partition column carries an
+// ExplicitPartition in WriterData: it goes to that partition, modulo the
+// partition count.
+func Balancer() kafka.Balancer { return &balancer{} }
 
 // Partition returns the partition of a key among numPartitions partitions,
 // as Balancer assigns it.

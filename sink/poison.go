@@ -28,7 +28,8 @@ const (
 	ReasonInvalidTopic Reason = "invalid_topic"
 	// ReasonUndecodable: the binlog reader could not turn the row into an
 	// event (binlog.Event.Err: a NULL or out-of-range value in an outbox
-	// column); the record carries what could be decoded.
+	// column, or a NULL in the id, key, topic or payload column of its
+	// mapping); the record carries what could be decoded.
 	ReasonUndecodable Reason = "undecodable"
 )
 
@@ -67,6 +68,12 @@ type Poison struct {
 // A broker's MESSAGE_TOO_LARGE (ReasonBrokerTooLarge) is only found by
 // sending.
 func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
+	return check(m, routeErr, maxBytes, true)
+}
+
+// check is Check; json false skips the JSON validation (a mapping whose
+// payload is not JSON: mapping.Mapping.PayloadJSON).
+func check(m *kafka.Message, routeErr error, maxBytes int64, jsonPayload bool) (*Poison, error) {
 	if routeErr != nil {
 		if !errors.Is(routeErr, router.ErrTopic) {
 			return nil, routeErr
@@ -77,7 +84,7 @@ func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 		return &Poison{Reason: ReasonTooLarge, Topic: m.Topic,
 			Err: fmt.Errorf("%w: %d bytes > kafka.batch-bytes %d", ErrRecordTooLarge, size, maxBytes)}, nil
 	}
-	if !json.Valid(m.Value) {
+	if jsonPayload && !json.Valid(m.Value) {
 		return &Poison{Reason: ReasonInvalidJSON, Topic: m.Topic,
 			Err: fmt.Errorf("%w (%d bytes)", ErrInvalidJSON, len(m.Value))}, nil
 	}
@@ -89,12 +96,15 @@ func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
 // could not decode (e.Err) is poison whatever its record
 // (ReasonUndecodable), and a record for the dead-letter topic deadLetter
 // (non-empty: kafka.dead-letter-topic) is poison (ReasonInvalidTopic,
-// ErrDeadLetterTopic); otherwise Check decides.
+// ErrDeadLetterTopic); otherwise Check decides (without the JSON
+// validation for a mapping whose payload-format is raw).
 func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
 	if e.Err != nil {
 		return &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}, nil
 	}
-	p, err := Check(m, routeErr, maxBytes)
+	// Without the JSON validation when the event's mapping says its
+	// payload is not JSON (payload-format: raw).
+	p, err := check(m, routeErr, maxBytes, e.Table == nil || e.Table.Mapping.PayloadJSON)
 	if p == nil && err == nil && deadLetter != "" && m.Topic == deadLetter {
 		return &Poison{Reason: ReasonInvalidTopic, Topic: m.Topic,
 			Err: fmt.Errorf("%w: event_type %q gives topic %s, which is kafka.dead-letter-topic: correct the row's event_type, or choose another dead-letter topic", ErrDeadLetterTopic, e.EventType, m.Topic)}, nil

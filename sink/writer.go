@@ -247,7 +247,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 		m, err := w.router.Route(e, own)
 		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes, w.cfg.DeadLetterTopic)
 		if err != nil {
-			return &WriteError{EventID: fmt.Sprint(e.ID), Topic: m.Topic, Pos: own, Err: err}
+			return &WriteError{EventID: e.EventID(), Topic: m.Topic, Pos: own, Err: err}
 		}
 		if p != nil {
 			if w.cfg.OnPoison != PolicyDeadLetter {

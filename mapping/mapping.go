@@ -1,0 +1,523 @@
+package mapping
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Presets accepted in Config.Preset.
+const (
+	PresetIM       = "im"       // schema/*.sql's im_event_outbox (the default)
+	PresetDebezium = "debezium" // Debezium's outbox event router defaults
+	PresetGeneric  = "generic"  // aggregate_type / aggregate_id / payload (docs/mapping.md)
+)
+
+// Envelopes accepted in Config.Envelope.
+const (
+	EnvelopeRaw         = "raw"         // the payload column's bytes as the record value (default)
+	EnvelopeCloudEvents = "cloudevents" // CloudEvents 1.0, Kafka binding, binary mode
+)
+
+// Policies for an invalid traceparent/tracestate (Config.InvalidTrace).
+const (
+	TracePass = "pass" // the value is passed on unchanged (default)
+	TraceDrop = "drop" // the header is left out
+)
+
+// Config is one table's mapping (YAML source.mapping, or the mapping of an
+// entry of source.tables). Every field left empty takes the preset's value;
+// Headers add to (or, with an empty column, remove) the preset's headers.
+// Column names are matched case-insensitively.
+type Config struct {
+	// Preset is im (default), debezium or generic.
+	Preset string `yaml:"preset"`
+	// ID is the event id column: the dedupe id, header event_id. An
+	// integer or a string column.
+	ID string `yaml:"id"`
+	// Key are the key column(s): integers (signed or UNSIGNED) in decimal,
+	// strings as stored; several are joined with ":".
+	Key []string `yaml:"key"`
+	// Payload is the record value's column: JSON, TEXT or BLOB, its bytes
+	// as stored (MySQL's binary JSON as MySQL prints it).
+	Payload string `yaml:"payload"`
+	// PayloadFormat is json (the sink rejects a payload that is not valid
+	// JSON as a poison record) or raw (any bytes); default json for the im
+	// and debezium presets, raw for generic.
+	PayloadFormat string `yaml:"payload-format"`
+	// Order is the ordering column within a key (seq_no), used by verify;
+	// optional ("-" for none).
+	Order string `yaml:"order"`
+	// Topic is a fixed topic name or a template over columns,
+	// "outbox.event.{aggregatetype}". Empty with the im preset: router.topic.
+	Topic string `yaml:"topic"`
+	// TopicColumn names a column holding the topic name (instead of Topic).
+	TopicColumn string `yaml:"topic-column"`
+	// Headers maps header names to columns. A NULL value leaves the header
+	// out. An empty column removes a preset's header.
+	Headers map[string]string `yaml:"headers"`
+	// Timestamp is the column of the record timestamp (DATETIME or
+	// TIMESTAMP, taken as UTC); empty: the time of publishing.
+	Timestamp string `yaml:"timestamp"`
+	// Partition is a column holding an explicit partition (an integer,
+	// taken modulo the topic's partition count); empty: by key.
+	Partition string `yaml:"partition"`
+	// TraceParent and TraceState are the columns of W3C trace context
+	// (https://www.w3.org/TR/trace-context/), published as the headers
+	// traceparent and tracestate unchanged.
+	TraceParent string `yaml:"traceparent"`
+	TraceState  string `yaml:"tracestate"`
+	// InvalidTrace is what an invalid traceparent/tracestate does: pass
+	// (default: published as is) or drop (the header is left out). Never
+	// fatal.
+	InvalidTrace string `yaml:"invalid-trace"`
+	// Envelope is raw (default) or cloudevents.
+	Envelope string `yaml:"envelope"`
+	// CloudEvents configures the cloudevents envelope.
+	CloudEvents CloudEvents `yaml:"cloudevents"`
+}
+
+// CloudEvents configures the binary-mode CloudEvents headers (CloudEvents
+// 1.0 Kafka protocol binding §3.2): ce_specversion 1.0, ce_id from the id
+// column, ce_source, ce_type, ce_time and content-type.
+type CloudEvents struct {
+	// Source is ce_source: a URI-reference, fixed or a template over
+	// columns ("/im/{conversation_id}"). Required with the envelope.
+	Source string `yaml:"source"`
+	// Type is the column of ce_type; default: the preset's type column.
+	Type string `yaml:"type"`
+	// Time is the column of ce_time (DATETIME/TIMESTAMP, rendered as RFC
+	// 3339 in UTC); default: the preset's time column, "-" for none.
+	Time string `yaml:"time"`
+	// ContentType is the content-type header (the datacontenttype);
+	// default application/json.
+	ContentType string `yaml:"content-type"`
+}
+
+// Header is one header of the preset or the configuration.
+type preset struct {
+	cfg     Config
+	headers [][2]string // ordered: name, column
+	ceType  string
+	ceTime  string
+}
+
+var presets = map[string]preset{
+	PresetIM: {
+		cfg: Config{ID: "id", Key: []string{"conversation_id"}, Payload: "payload", PayloadFormat: "json", Order: "seq_no", Timestamp: ""},
+		headers: [][2]string{{"event_type", "event_type"}, {"message_id", "message_id"}, {"seq_no", "seq_no"},
+			{"sender_id", "sender_id"}, {"receiver_id", "receiver_id"}, {"created_at", "created_at"}},
+		ceType: "event_type", ceTime: "created_at",
+	},
+	PresetDebezium: {
+		cfg:     Config{ID: "id", Key: []string{"aggregateid"}, Payload: "payload", PayloadFormat: "json", Order: "-", Topic: "outbox.event.{aggregatetype}"},
+		headers: [][2]string{{"id", "id"}, {"type", "type"}},
+		ceType:  "type", ceTime: "-",
+	},
+	PresetGeneric: {
+		cfg:     Config{ID: "id", Key: []string{"aggregate_id"}, Payload: "payload", PayloadFormat: "raw", Order: "-", Topic: "outbox.{aggregate_type}"},
+		headers: [][2]string{{"aggregate_type", "aggregate_type"}, {"create_time", "create_time"}},
+		ceType:  "aggregate_type", ceTime: "create_time",
+	},
+}
+
+// Presets returns the preset names.
+func Presets() []string { return slices.Sorted(maps.Keys(presets)) }
+
+// Validate checks the configuration alone (the columns are checked by
+// Compile) and returns all problems joined, each naming its field under
+// prefix (e.g. "source.mapping").
+func (c *Config) Validate(prefix string) error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", prefix, field, fmt.Sprintf(format, a...)))
+	}
+	p := c.Preset
+	if p == "" {
+		p = PresetIM
+	}
+	if _, ok := presets[p]; !ok {
+		bad("preset", "%q: want one of %s", c.Preset, strings.Join(Presets(), ", "))
+	}
+	if c.Topic != "" && c.TopicColumn != "" {
+		bad("topic-column", "set either topic (a name or template) or topic-column, not both")
+	}
+	if c.Topic != "" {
+		if _, err := ParseTemplate(c.Topic); err != nil {
+			bad("topic", "%q: %v", c.Topic, err)
+		}
+	}
+	if c.CloudEvents.Source != "" {
+		if _, err := ParseTemplate(c.CloudEvents.Source); err != nil {
+			bad("cloudevents.source", "%q: %v", c.CloudEvents.Source, err)
+		}
+	}
+	switch c.PayloadFormat {
+	case "", "json", "raw":
+	default:
+		bad("payload-format", "%q: want json or raw", c.PayloadFormat)
+	}
+	switch c.InvalidTrace {
+	case "", TracePass, TraceDrop:
+	default:
+		bad("invalid-trace", "%q: want pass or drop", c.InvalidTrace)
+	}
+	switch c.Envelope {
+	case "", EnvelopeRaw:
+	case EnvelopeCloudEvents:
+		if c.CloudEvents.Source == "" {
+			bad("cloudevents.source", "required with envelope: cloudevents: a URI-reference such as /im/outbox (the ce_source header)")
+		}
+	default:
+		bad("envelope", "%q: want raw or cloudevents", c.Envelope)
+	}
+	for name := range c.Headers {
+		if name == "" {
+			bad("headers", "a header with an empty name")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// IsIM reports whether c is the im preset without overrides: such a table
+// is decoded into Event's typed fields (the fastest path) and routed as
+// before mappings existed, with router.topic.
+func (c *Config) IsIM() bool {
+	return (c.Preset == "" || c.Preset == PresetIM) && c.ID == "" && len(c.Key) == 0 && c.Payload == "" && c.PayloadFormat == "" && c.Order == "" &&
+		c.Topic == "" && c.TopicColumn == "" && len(c.Headers) == 0 && c.Timestamp == "" && c.Partition == "" &&
+		c.TraceParent == "" && c.TraceState == "" && (c.Envelope == "" || c.Envelope == EnvelopeRaw)
+}
+
+// IsZero reports whether c sets nothing (a source.tables entry without a
+// mapping takes source.mapping).
+func (c *Config) IsZero() bool {
+	return c.Preset == "" && c.IsIM() && c.Envelope == "" && c.InvalidTrace == "" && c.CloudEvents == (CloudEvents{})
+}
+
+// Column is what Compile needs to know of a table column
+// (information_schema.COLUMNS).
+type Column struct {
+	Name string
+	// DataType is DATA_TYPE, lower case ("bigint", "varchar", "json",
+	// "longtext", ...); empty when unknown (binlog files without a server):
+	// the types are then not checked.
+	DataType string
+	Unsigned bool // COLUMN_TYPE ends in "unsigned"
+	Nullable bool // IS_NULLABLE = 'YES'
+}
+
+// Kind classifies a column's type for the roles it may take.
+type Kind int
+
+const (
+	KindUnknown Kind = iota
+	KindInteger
+	KindString // char, varchar, text types, binary, varbinary, enum
+	KindBytes  // blob types
+	KindJSON
+	KindTime // datetime, timestamp
+	KindOther
+)
+
+// KindOf returns the kind of an information_schema DATA_TYPE.
+func KindOf(dataType string) Kind {
+	switch strings.ToLower(dataType) {
+	case "":
+		return KindUnknown
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
+		return KindInteger
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary", "enum", "uuid":
+		return KindString
+	case "tinyblob", "blob", "mediumblob", "longblob":
+		return KindBytes
+	case "json":
+		return KindJSON
+	case "datetime", "timestamp":
+		return KindTime
+	}
+	return KindOther
+}
+
+// Mapping is a Config compiled against a table's columns. Slots index
+// Cols; a slot of -1 is not mapped. It is immutable and shared.
+type Mapping struct {
+	// Table is "schema.table" for messages (the first table of a pattern).
+	Table string
+	// IM: the im preset without overrides (Config.IsIM): decoded into the
+	// typed fields of binlog.Event and routed with router.topic.
+	IM bool
+	// Cols are the mapped columns, lower case, in slot order.
+	Cols []string
+	// Kinds are the columns' kinds by slot (KindUnknown without types).
+	Kinds []Kind
+	// Unsigned by slot.
+	Unsigned []bool
+
+	ID, Payload, Order, Timestamp, Partition, TopicColumn, TraceParent, TraceState int
+	Key                                                                            []int
+	// Topic is the topic template (when TopicColumn < 0).
+	Topic Template
+	// Headers in record order.
+	Headers []Header
+	// Required are the slots whose NULL makes the row a poison record:
+	// the id, the key, the topic column or the template's columns, the
+	// payload.
+	Required []int
+
+	// PayloadJSON: the payload must be valid JSON (payload-format json).
+	PayloadJSON  bool
+	InvalidTrace string
+	CloudEvents  bool
+	CESource     Template
+	CEType       int
+	CETime       int
+	ContentType  string
+}
+
+// Header is a record header taken from a column slot.
+type Header struct {
+	Name string
+	Slot int
+}
+
+// ColumnError is a mapped column the table lacks, or one of the wrong type
+// or nullability; it names the table, the column and the fix.
+type ColumnError struct {
+	Table  string // schema.table
+	Column string
+	Role   string // id, key, payload, topic, header x, ...
+	Reason string
+	Fix    string
+}
+
+func (e *ColumnError) Error() string {
+	return fmt.Sprintf("mapping: table %s, column %s (%s): %s; %s", e.Table, e.Column, e.Role, e.Reason, e.Fix)
+}
+
+// ErrMapping matches every error of Compile.
+var ErrMapping = errors.New("mapping")
+
+// Is reports whether target is ErrMapping.
+func (e *ColumnError) Is(target error) bool { return target == ErrMapping }
+
+// Resolve returns c with the preset's values filled in, and the header
+// list in record order.
+func Resolve(c Config) (Config, [][2]string) {
+	name := c.Preset
+	if name == "" {
+		name = PresetIM
+	}
+	p, ok := presets[name]
+	if !ok {
+		p = presets[PresetIM]
+	}
+	r := c
+	r.Preset = name
+	d := p.cfg
+	if r.ID == "" {
+		r.ID = d.ID
+	}
+	if len(r.Key) == 0 {
+		r.Key = d.Key
+	}
+	if r.Payload == "" {
+		r.Payload = d.Payload
+	}
+	if r.Order == "" {
+		r.Order = d.Order
+	}
+	if r.PayloadFormat == "" {
+		r.PayloadFormat = d.PayloadFormat
+	}
+	if r.Order == "-" {
+		r.Order = ""
+	}
+	if r.Topic == "" && r.TopicColumn == "" {
+		r.Topic = d.Topic
+	}
+	if r.InvalidTrace == "" {
+		r.InvalidTrace = TracePass
+	}
+	if r.Envelope == "" {
+		r.Envelope = EnvelopeRaw
+	}
+	if r.CloudEvents.Type == "" {
+		r.CloudEvents.Type = p.ceType
+	}
+	if r.CloudEvents.Time == "" {
+		r.CloudEvents.Time = p.ceTime
+	}
+	if r.CloudEvents.Time == "-" {
+		r.CloudEvents.Time = ""
+	}
+	if r.CloudEvents.ContentType == "" {
+		r.CloudEvents.ContentType = "application/json"
+	}
+	var hs [][2]string
+	for _, h := range p.headers {
+		col, set := c.Headers[h[0]]
+		if !set {
+			col = h[1]
+		}
+		if col != "" {
+			hs = append(hs, [2]string{h[0], col})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Headers)) {
+		if col := c.Headers[name]; col != "" && !slices.ContainsFunc(p.headers, func(h [2]string) bool { return h[0] == name }) {
+			hs = append(hs, [2]string{name, col})
+		}
+	}
+	return r, hs
+}
+
+// Compile checks c against the columns of table ("schema.table") and
+// returns its Mapping. defaultTopic is router.topic, the im preset's topic
+// (its "{event_type}" is a template like any other). Every problem is a
+// *ColumnError (matching ErrMapping), all joined.
+func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, error) {
+	r, headers := Resolve(c)
+	byName := make(map[string]Column, len(cols))
+	for _, col := range cols {
+		byName[strings.ToLower(col.Name)] = col
+	}
+	have := make([]string, len(cols))
+	for i, col := range cols {
+		have[i] = col.Name
+	}
+	m := &Mapping{Table: table, IM: c.IsIM(), PayloadJSON: r.PayloadFormat == "json", InvalidTrace: r.InvalidTrace, CloudEvents: r.Envelope == EnvelopeCloudEvents,
+		ContentType: r.CloudEvents.ContentType,
+		ID:          -1, Payload: -1, Order: -1, Timestamp: -1, Partition: -1, TopicColumn: -1, TraceParent: -1, TraceState: -1, CEType: -1, CETime: -1}
+	var errs []error
+	fail := func(col, role, reason, fix string) {
+		errs = append(errs, &ColumnError{Table: table, Column: col, Role: role, Reason: reason, Fix: fix})
+	}
+	slot := func(name, role string, kinds ...Kind) int {
+		name = strings.ToLower(name)
+		col, ok := byName[name]
+		if !ok {
+			fail(name, role, "the table has no such column (it has "+strings.Join(have, ", ")+")",
+				fmt.Sprintf("add the column to the table, or map %s to one of its columns in the mapping", role))
+			return -1
+		}
+		k := KindOf(col.DataType)
+		if k != KindUnknown && len(kinds) > 0 && !slices.Contains(kinds, k) {
+			fail(name, role, fmt.Sprintf("type %s is not supported for the %s", col.DataType, role),
+				fmt.Sprintf("map the %s to a column of type %s", role, kindNames(kinds)))
+		}
+		if i := slices.Index(m.Cols, name); i >= 0 {
+			return i
+		}
+		m.Cols = append(m.Cols, name)
+		m.Kinds = append(m.Kinds, k)
+		m.Unsigned = append(m.Unsigned, col.Unsigned)
+		return len(m.Cols) - 1
+	}
+	nullable := func(name string) bool { return byName[strings.ToLower(name)].Nullable }
+	scalar := []Kind{KindInteger, KindString}
+	m.ID = slot(r.ID, "id", scalar...)
+	for _, k := range r.Key {
+		m.Key = append(m.Key, slot(k, "key", scalar...))
+	}
+	m.Payload = slot(r.Payload, "payload", KindJSON, KindString, KindBytes)
+	if r.Order != "" {
+		m.Order = slot(r.Order, "order", KindInteger)
+	}
+	if r.TopicColumn != "" {
+		m.TopicColumn = slot(r.TopicColumn, "topic-column", KindString)
+	} else {
+		topic := r.Topic
+		if topic == "" {
+			topic = defaultTopic
+		}
+		t, err := ParseTemplate(topic)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: table %s: topic %q: %v", ErrMapping, table, topic, err))
+		}
+		for i := range t.Parts {
+			if col := t.Parts[i].Column; col != "" {
+				t.Parts[i].Slot = slot(col, "topic template", KindString, KindInteger)
+				if nullable(col) {
+					fail(col, "topic template", "the column can be NULL, which gives no topic",
+						fmt.Sprintf("ALTER TABLE %s MODIFY %s ... NOT NULL, or route by topic-column (a NULL there is a poison record)", table, col))
+				}
+			}
+		}
+		m.Topic = t
+	}
+	m.Required = append(m.Required, m.ID)
+	m.Required = append(m.Required, m.Key...)
+	m.Required = append(m.Required, m.Payload)
+	if m.TopicColumn >= 0 {
+		m.Required = append(m.Required, m.TopicColumn)
+	}
+	for _, p := range m.Topic.Parts {
+		if p.Column != "" {
+			m.Required = append(m.Required, p.Slot)
+		}
+	}
+	if r.Timestamp != "" {
+		m.Timestamp = slot(r.Timestamp, "timestamp", KindTime)
+	}
+	if r.Partition != "" {
+		m.Partition = slot(r.Partition, "partition", KindInteger)
+	}
+	if r.TraceParent != "" {
+		m.TraceParent = slot(r.TraceParent, "traceparent", KindString)
+	}
+	if r.TraceState != "" {
+		m.TraceState = slot(r.TraceState, "tracestate", KindString)
+	}
+	for _, h := range headers {
+		m.Headers = append(m.Headers, Header{Name: h[0], Slot: slot(h[1], "header "+h[0])})
+	}
+	if m.CloudEvents {
+		src, err := ParseTemplate(r.CloudEvents.Source)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: table %s: cloudevents.source %q: %v", ErrMapping, table, r.CloudEvents.Source, err))
+		}
+		for i := range src.Parts {
+			if col := src.Parts[i].Column; col != "" {
+				src.Parts[i].Slot = slot(col, "cloudevents.source template", KindString, KindInteger)
+				if nullable(col) {
+					fail(col, "cloudevents.source template", "the column can be NULL, which gives no ce_source",
+						fmt.Sprintf("ALTER TABLE %s MODIFY %s ... NOT NULL, or use a fixed source", table, col))
+				}
+			}
+		}
+		m.CESource = src
+		if r.CloudEvents.Type != "" {
+			m.CEType = slot(r.CloudEvents.Type, "cloudevents.type", KindString)
+		}
+		if r.CloudEvents.Time != "" {
+			m.CETime = slot(r.CloudEvents.Time, "cloudevents.time", KindTime)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func kindNames(ks []Kind) string {
+	names := map[Kind]string{KindInteger: "integer (TINYINT … BIGINT, signed or UNSIGNED)", KindString: "string (CHAR, VARCHAR, TEXT)",
+		KindBytes: "BLOB", KindJSON: "JSON", KindTime: "DATETIME or TIMESTAMP"}
+	var s []string
+	for _, k := range ks {
+		s = append(s, names[k])
+	}
+	return strings.Join(s, " or ")
+}
+
+// Slot returns the slot of column name, or -1.
+func (m *Mapping) Slot(name string) int { return slices.Index(m.Cols, strings.ToLower(name)) }
+
+// Name returns the column of a slot, or "" for -1.
+func (m *Mapping) Name(slot int) string {
+	if slot < 0 || slot >= len(m.Cols) {
+		return ""
+	}
+	return m.Cols[slot]
+}
