@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/cdc-outbox/cdc-outbox/mapping"
+	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
