@@ -129,11 +129,12 @@ func (c *Committer) take(a Ack) {
 func (c *Committer) final() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timeout)
 	defer cancel()
+	before := c.Saved()
 	if err := c.saveWith(ctx, c.w.Write); err != nil {
 		return err
 	}
 	c.w.syncMirror(ctx, c.Saved())
-	if p := c.Saved(); !p.IsZero() {
+	if p := c.Saved(); p != before {
 		c.log.Info("checkpoint written", zap.String("file", p.File), zap.Uint32("pos", p.Pos), zap.String("gtid_set", p.GTIDSet))
 	}
 	return nil
