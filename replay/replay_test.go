@@ -141,3 +141,26 @@ func TestDryRunReportsPoison(t *testing.T) {
 		t.Fatalf("summary:\n%s", b.String())
 	}
 }
+
+// After a failure, the --from to resume with is one replay accepts: in a
+// relay log the events carry the source server's positions, so the GTID
+// set is named instead.
+func TestResumeFrom(t *testing.T) {
+	files := Plan{Files: &FileSource{infos: []binlog.FileInfo{{Name: "relay-bin.000002"}}}}
+	server := Plan{}
+	for _, c := range []struct {
+		plan  Plan
+		acked binlog.Position
+		want  string
+	}{
+		{files, binlog.Position{File: "mariadb-bin.000007", Pos: 500, GTIDSet: "0-1-9"}, "gtid:0-1-9"},
+		{files, binlog.Position{File: "relay-bin.000002", Pos: 900, GTIDSet: "0-1-9"}, "relay-bin.000002:900"},
+		{server, binlog.Position{File: "mariadb-bin.000007", Pos: 500, GTIDSet: "0-1-9"}, "mariadb-bin.000007:500"},
+		{server, binlog.Position{GTIDSet: "0-1-9"}, "gtid:0-1-9"},
+		{server, binlog.Position{}, ""},
+	} {
+		if got := c.plan.ResumeFrom(c.acked); got != c.want {
+			t.Errorf("ResumeFrom(%+v) = %q, want %q", c.acked, got, c.want)
+		}
+	}
+}

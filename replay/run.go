@@ -24,6 +24,23 @@ func NewPlan(ctx context.Context, cfg config.Config, o Options, log *zap.Logger)
 	return planServer(ctx, cfg, o, log)
 }
 
+// ResumeFrom is the --from that resumes a replay whose transactions up to
+// acked were published: acked's file:pos when replay accepts it there (a
+// file of --binlog-files, or any on the server); else its GTID set (a
+// relay log's events carry the source server's positions, which are not
+// offsets of the relay log); "" when nothing was acknowledged.
+func (plan Plan) ResumeFrom(acked binlog.Position) string {
+	switch {
+	case acked.IsZero():
+		return ""
+	case plan.Files != nil && plan.Files.index(acked.File) < 0 && acked.GTIDSet != "":
+		return "gtid:" + acked.GTIDSet
+	case acked.File == "":
+		return "gtid:" + acked.GTIDSet
+	}
+	return acked.FilePos()
+}
+
 // Empty reports whether the range holds nothing: its start is the end.
 func (plan Plan) Empty() bool {
 	return plan.From.File != "" && binlog.ComparePos(plan.From, plan.To) == 0

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,17 +160,14 @@ func runReplay(ctx context.Context, cfg config.Config, o replay.Options, every t
 		plan.Files.Report(out)
 	}
 	if err != nil {
-		resume := "the start of the range (nothing acknowledged)"
-		if !sum.Acked.IsZero() {
-			resume = sum.Acked.FilePos()
-		}
+		resume := cmp.Or(plan.ResumeFrom(sum.Acked), "the start of the range (nothing acknowledged)")
 		log.Error("replay failed", zap.Error(err))
 		fmt.Fprintf(out, "result: FAILED: %v\nresume with --from %s\n", err, resume)
 		return exitError{code: 1}
 	}
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintf(out, "result: INTERRUPTED; everything up to %s was published; resume with --from %s\n", sum.Acked.FilePos(), sum.Acked.FilePos())
+		fmt.Fprintf(out, "result: INTERRUPTED; everything up to %s was published; resume with --from %s\n", sum.Acked.Text(), cmp.Or(plan.ResumeFrom(sum.Acked), "the start of the range"))
 		return exitError{code: 1}
 	case o.DryRun && len(sum.Poison) > 0 && cfg.Kafka.OnPoison != sink.PolicyDeadLetter:
 		p := sum.Poison[0]
