@@ -134,8 +134,8 @@ func TestManifests(t *testing.T) {
 	selects(t, "Deployment", d.Spec.Selector, pod.Labels)
 	// One publisher until high availability lands (see deployment.yaml):
 	// two would both publish, and a rolling update would run two at once.
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		t.Errorf("Deployment: replicas %v, strategy %q; want 1 and Recreate until HA lands", d.Spec.Replicas, d.Spec.Strategy.Type)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Errorf("Deployment: replicas %v, strategy %q; want 2 (one publishing, one standing by under the lease) and RollingUpdate", d.Spec.Replicas, d.Spec.Strategy.Type)
 	}
 	if len(pod.Spec.Containers) != 1 {
 		t.Fatalf("Deployment: %d containers, want 1", len(pod.Spec.Containers))
