@@ -24,7 +24,7 @@ import (
 func TestBackfillSignalDrains(t *testing.T) {
 	onlyMariaDB(t, "--backfill refuses MySQL today (issue 13 item 6)")
 	e := newEnv(t)
-	e.batchSize = 20 // small rounds: the backfill lasts long enough to be interrupted
+	e.batchSize = 20                            // small rounds: the backfill lasts long enough to be interrupted
 	e.sourceExtra = "  buffer-bytes: 1048576\n" // and reads little ahead of the acknowledgements
 	unsent := e.seedOutbox(5000, 200, 60000)
 	p := e.launch("--backfill")
