@@ -58,7 +58,7 @@ func (p *Publisher) backfill(ctx context.Context, srv *binlog.Server, cpw *check
 	snap.SetBudget(budget)
 	writer := sink.NewWriter(cfg.Kafka, backfillRouter{router.New(cfg.Router)}, router.Balancer(), p.log)
 	writer.SetObserver(p.obs)
-	prog := &backfillState{began: time.Now(), total: total, last: time.Now(), log: p.log}
+	prog := &backfillState{began: time.Now(), total: total, last: time.Now(), log: p.log, bar: p.opts.BackfillProgress}
 	err = Run(ctx, Stages{Name: "backfill", Source: snap, Writer: writer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
 	p.deadLettered += writer.DeadLettered()
 	if err == nil && ctx.Err() != nil {
@@ -86,10 +86,14 @@ type backfillState struct {
 	acked       int64 // rows acknowledged by Kafka
 	lastAcked   int64 // at the last progress line
 	log         *zap.Logger
+	bar         func(acked, total int64, at string) // Options.BackfillProgress
 }
 
 func (st *backfillState) ack(a sink.Ack) {
 	st.acked += int64(a.Events)
+	if st.bar != nil {
+		st.bar(st.acked, st.total, a.End.Text())
+	}
 	now := time.Now()
 	if now.Sub(st.last) < backfillProgress {
 		return

@@ -72,6 +72,10 @@ type Options struct {
 	Backfill bool
 	// Version is logged at start.
 	Version string
+	// BackfillProgress, when set, is told the rows acknowledged of the
+	// backfill's total after each acknowledged round (run draws a
+	// progress bar with it on a terminal); it must not block.
+	BackfillProgress func(acked, total int64, at string)
 	// Phase and Live, when set, follow the publisher's state (/readyz)
 	// and loops (/healthz).
 	Phase Phase

@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof" // --pprof
+	"os"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/ha"
 	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/progress"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/cdc-outbox/cdc-outbox/status"
 	"github.com/spf13/cobra"
@@ -121,6 +123,16 @@ exit 0.`,
 			// no source, streaming while it owns one; the liveness ticks with
 			// every publisher's loop.
 			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version, Live: ticker}
+			if (backfill || cfg.Source.Backfill) && progress.IsTerminal(os.Stderr) {
+				// A bar on a terminal; elsewhere the log's progress lines say it.
+				bar := progress.New(progress.Config{Out: os.Stderr, Desc: "backfill", Unit: "rows"})
+				g.Go(func() error { return bar.Run(gctx) })
+				defer bar.Finish()
+				opts.BackfillProgress = func(acked, total int64, at string) {
+					bar.SetTotal(total)
+					bar.Update(acked, acked, at)
+				}
+			}
 			hopts := ha.Options{Publisher: opts, Observer: m, Registerer: m.Registry(), Phase: phase}
 			if err := ha.Run(gctx, cfg, hopts, log); err != nil {
 				log.Error("stopped", zap.Error(err))
