@@ -74,6 +74,7 @@ type Progress struct {
 func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string, progress func(Progress), log *zap.Logger) (*Summary, error) {
 	sum := &Summary{PerTopic: map[string]int64{}}
 	var src pipeline.Source
+	var budget *binlog.Budget // source.buffer-bytes bounds what is read ahead of the acknowledgements
 	if plan.Files != nil {
 		if err := plan.Files.start(); err != nil {
 			return sum, err
@@ -88,6 +89,8 @@ func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string
 		if err := live.StopAt(plan.To); err != nil {
 			return sum, err
 		}
+		budget = binlog.NewBudget(cfg.Source.BufferBytes)
+		live.SetBudget(budget)
 		src = live
 	}
 	rt := Router{inner: router.New(cfg.Router), topic: o.Topic, id: id}
@@ -114,7 +117,11 @@ func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string
 			progress(p)
 		}
 	}
-	err := pipeline.Run(ctx, pipeline.Stages{Name: "replay", Source: tap, Writer: w, OnAck: onAck}, cfg.ShutdownTimeout, log)
+	stages := pipeline.Stages{Name: "replay", Source: tap, Writer: w, OnAck: onAck}
+	if budget != nil {
+		stages.Budget = budget
+	}
+	err := pipeline.Run(ctx, stages, cfg.ShutdownTimeout, log)
 	mu.Lock()
 	sum.Acked = done.At
 	mu.Unlock()

@@ -75,6 +75,7 @@ func TestBackfillSignalDrains(t *testing.T) {
 func TestReplaySignalDrains(t *testing.T) {
 	e := newEnv(t)
 	e.batchSize = 20
+	e.sourceExtra = "  buffer-bytes: 1048576\n" // the replay reads little ahead of the acknowledgements
 	file, pos := e.masterPos()
 	e.seedOutbox(9000, 200, 40000)
 	target := e.replayTopic(".replay.signal")

@@ -1,0 +1,253 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"go.uber.org/zap"
+)
+
+// fakeMirror is an in-memory Mirror that can be made to fail.
+type fakeMirror struct {
+	mu   sync.Mutex
+	vals map[string][]byte
+	fail error
+	n    int
+}
+
+func (m *fakeMirror) Save(_ context.Context, key string, value []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	if m.vals == nil {
+		m.vals = map[string][]byte{}
+	}
+	m.vals[key] = value
+	m.n++
+	return nil
+}
+
+func (m *fakeMirror) Load(_ context.Context, key string) ([]byte, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.vals[key]
+	return v, ok, nil
+}
+
+func (m *fakeMirror) Delete(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.vals, key)
+	return nil
+}
+
+func (m *fakeMirror) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
+}
+
+// Every explicit write is copied to the mirror at once, the periodic ones
+// at most every mirror interval, and the final write brings the copy up to
+// date; a failed copy is reported and the Redis write stands.
+func TestWriterMirror(t *testing.T) {
+	b, m := newFake(), &fakeMirror{}
+	w := NewWriter(b, Source{ServerID: 1, Flavor: "mariadb"}, nil)
+	var mirrorErrs []error
+	w.SetMirror(m, time.Hour, func(err error) { mirrorErrs = append(mirrorErrs, err) })
+	ctx := context.Background()
+	if err := w.Write(ctx, pos("f.000001", 10)); err != nil {
+		t.Fatal(err)
+	}
+	if m.count() != 1 {
+		t.Fatalf("explicit write copied %d times, want 1", m.count())
+	}
+	if err := w.periodic(ctx, pos("f.000001", 20)); err != nil || m.count() != 1 {
+		t.Fatalf("periodic write within the interval copied: %v, %d copies", err, m.count())
+	}
+	w.syncMirror(ctx, pos("f.000001", 20))
+	v, ok, _ := m.Load(ctx, "k")
+	cp, err := Parse("k", v)
+	if !ok || err != nil || cp.Pos != 20 || m.count() != 2 {
+		t.Fatalf("after syncMirror: %+v %v, %d copies", cp, err, m.count())
+	}
+	w.syncMirror(ctx, pos("f.000001", 20)) // already up to date
+	if m.count() != 2 {
+		t.Fatalf("syncMirror of an up-to-date copy wrote again (%d)", m.count())
+	}
+	m.fail = errors.New("kafka down")
+	if err := w.Write(ctx, pos("f.000001", 30)); err != nil {
+		t.Fatalf("a failed copy failed the write: %v", err)
+	}
+	if got, _ := b.last(); got.Pos != 30 || len(mirrorErrs) != 1 || !strings.Contains(mirrorErrs[0].Error(), "kafka down") {
+		t.Fatalf("Redis at %d, mirror errors %v", got.Pos, mirrorErrs)
+	}
+	w.SetExisted(true)
+	w.syncMirror(ctx, binlog.Position{}) // nothing to copy
+}
+
+type recObserver struct {
+	saved  []binlog.Position
+	failed int
+}
+
+func (o *recObserver) CheckpointSaved(p binlog.Position) { o.saved = append(o.saved, p) }
+func (o *recObserver) CheckpointFailed()                 { o.failed++ }
+
+// The Committer tells its observer each write's outcome.
+func TestCommitterObserver(t *testing.T) {
+	b := newFake()
+	o := &recObserver{}
+	c := NewCommitter(NewWriter(b, Source{}, nil), time.Hour, time.Second, binlog.Position{}, zap.NewNop())
+	c.SetObserver(o)
+	acks := make(chan Ack, 1)
+	acks <- Ack{End: pos("f.000001", 10)}
+	close(acks)
+	if err := c.Run(context.Background(), acks); err != nil {
+		t.Fatal(err)
+	}
+	b.fail = errors.New("redis down")
+	c2 := NewCommitter(NewWriter(b, Source{}, nil), time.Hour, time.Second, binlog.Position{}, zap.NewNop())
+	c2.SetObserver(o)
+	acks2 := make(chan Ack, 1)
+	acks2 <- Ack{End: pos("f.000001", 20)}
+	close(acks2)
+	_ = c2.Run(context.Background(), acks2)
+	if len(o.saved) != 1 || o.saved[0].Pos != 10 || o.failed != 1 {
+		t.Fatalf("observer saw %v saved, %d failed", o.saved, o.failed)
+	}
+}
+
+func TestKeysAndRedaction(t *testing.T) {
+	if got := SlotKey("cdc:cp", "lease"); got != "{cdc:cp}:lease" {
+		t.Errorf("SlotKey = %s", got)
+	}
+	if got := SlotKey("{tenant}:cp", "lease"); got != "{tenant}:cp:lease" {
+		t.Errorf("SlotKey with a hash tag = %s", got)
+	}
+	if LeaseKey("k") != "{k}:lease" || FenceKey("k") != "{k}:fence" {
+		t.Errorf("LeaseKey %s, FenceKey %s", LeaseKey("k"), FenceKey("k"))
+	}
+	c := Config{Password: "secret1", SentinelPassword: "secret2"}
+	r := c.Redacted()
+	if r.Password != "***" || r.SentinelPassword != "***" || c.Password != "secret1" {
+		t.Errorf("Redacted %+v (original %+v)", r, c)
+	}
+	v := &VanishedError{Key: "k", At: pos("f.000001", 4)}
+	if !errors.Is(v, ErrVanished) || !strings.Contains(v.Error(), "f.000001:4") || !strings.Contains(v.Error(), "noeviction") {
+		t.Errorf("VanishedError: %v", v)
+	}
+}
+
+func TestValidateClient(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Password: "a", PasswordFile: "/x"}, "checkpoint.password-file: set either"},
+		{Config{PasswordFile: "/nonexistent/redis-password"}, "checkpoint.password-file"},
+		{Config{Addrs: []string{"nope"}}, "checkpoint.addrs: \"nope\""},
+		{Config{SentinelMaster: "m", Cluster: true}, "choose Sentinel or Cluster"},
+		{Config{SentinelMaster: "m"}, "checkpoint.addrs: required with sentinel-master"},
+		{Config{Cluster: true, DB: 2}, "only database 0"},
+	} {
+		var errs []error
+		c.cfg.validateClient(&errs)
+		if err := errors.Join(errs...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("validateClient(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// A plaintext Store reports no TLS; a wrong password is ErrAuth naming the
+// settings, never the password.
+func TestStoreTLSStateAndAuth(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.Key = startRedis(t), "cdc-outbox:auth"
+	s := NewStore(cfg)
+	defer s.Close()
+	if st, err := s.TLSState(context.Background()); st != "" || err != nil {
+		t.Fatalf("TLSState = %q, %v", st, err)
+	}
+	if err := s.rdb.ConfigSet(context.Background(), "requirepass", "right-one").Err(); err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.Password = "wrong-one"
+	s2 := NewStore(bad)
+	defer s2.Close()
+	_, err := s2.Load(context.Background())
+	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "checkpoint.password") || strings.Contains(err.Error(), "wrong-one") {
+		t.Fatalf("Load with a wrong password = %v, want ErrAuth naming the setting", err)
+	}
+}
+
+// A user without the permission on the checkpoint key is named with the
+// ACL fix.
+func TestStorePermission(t *testing.T) {
+	addr := startRedis(t)
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.Key = addr, "cdc-outbox:perm"
+	admin := NewStore(cfg)
+	defer admin.Close()
+	if err := admin.rdb.Do(ctx, "ACL", "SETUSER", "ro", "on", ">pw", "~other:*", "+get").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ro := cfg
+	ro.Username, ro.Password = "ro", "pw"
+	s := NewStore(ro)
+	defer s.Close()
+	if _, err := s.Load(ctx); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "ACL SETUSER") {
+		t.Fatalf("Load without the key permission = %v, want ErrAuth naming the ACL fix", err)
+	}
+}
+
+// The client follows the configuration: Sentinel, Cluster or one server
+// (built without connecting), with the password read from a file.
+func TestNewClientKinds(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := dir + "/pw"
+	if err := writeSecret(pwFile, "from-file"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Config{
+		{Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}, SentinelMaster: "m", SentinelPasswordFile: pwFile, Timeout: time.Second},
+		{Addrs: []string{"127.0.0.1:1"}, Cluster: true, Timeout: time.Second},
+		{Addr: "127.0.0.1:1", PasswordFile: pwFile, Timeout: time.Second},
+	} {
+		cl := newClient(c)
+		if cl == nil {
+			t.Fatalf("newClient(%+v) = nil", c)
+		}
+		cl.Close()
+	}
+	// A TLS set-up that cannot be built fails each connection with ErrTLS.
+	bad := Config{Addr: "127.0.0.1:1", Timeout: time.Second}
+	bad.TLS.Enabled, bad.TLS.CAFile = true, dir+"/missing-ca.pem"
+	cl := newClient(bad)
+	defer cl.Close()
+	if err := cl.Ping(context.Background()).Err(); !errors.Is(err, ErrTLS) {
+		t.Fatalf("Ping with an unreadable CA = %v, want ErrTLS", err)
+	}
+	c := DefaultConfig()
+	c.MirrorTopic = "bad topic!"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "checkpoint.mirror-topic") {
+		t.Fatalf("Validate = %v, want checkpoint.mirror-topic named", err)
+	}
+	c = DefaultConfig()
+	c.MirrorInterval = time.Millisecond
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "checkpoint.mirror-interval") {
+		t.Fatalf("Validate = %v, want checkpoint.mirror-interval named", err)
+	}
+}
+
+func writeSecret(path, v string) error { return os.WriteFile(path, []byte(v), 0o600) }
