@@ -307,9 +307,11 @@ type state struct {
 	txnLen   uint64
 	body     int
 	commitAt Position
-	events   []Event
-	columns  map[uint64]*columnMap // by table id
-	generic  map[uint64]*genMap    // by table id: mappings other than the im preset
+	// commitUnknown: commitPos failed for the open transaction (warned once)
+	commitUnknown bool
+	events        []Event
+	columns       map[uint64]*columnMap // by table id
+	generic       map[uint64]*genMap    // by table id: mappings other than the im preset
 	// chunk > 0 lets a transaction with more than chunk events (or
 	// chunkBytes payload bytes) go out in fragments (Txn.Partial) on
 	// ready, so that memory stays bounded; 0 keeps transactions whole.
@@ -566,7 +568,7 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
 	txn := &Txn{Events: st.events, End: st.resume()}
 	st.events, st.inTxn, st.gtid, st.bytes, st.body, st.xa = nil, false, "", 0, 0, false
-	st.txnStart, st.txnLen, st.commitAt, st.fromGTID = 0, 0, Position{}, false
+	st.txnStart, st.txnLen, st.commitAt, st.fromGTID, st.commitUnknown = 0, 0, Position{}, false, false
 	return txn
 }
 
@@ -761,9 +763,21 @@ func (st *state) fragment() error {
 		// last complete transaction, the position to resume from if the
 		// pipeline stops before this transaction's commit; its Commit is
 		// the transaction's own end, for the records' headers and errors.
-		commit, err := st.commitPos()
+		var commit Position
+		var err error
+		if !st.commitUnknown {
+			commit, err = st.commitPos()
+		}
 		if err != nil {
-			return fmt.Errorf("binlog: a large transaction (more than %d rows or %d payload bytes) is passed on in fragments, which needs its end: %w", st.chunk, st.chunkBytes, err)
+			// Never stall on it: the records then name the end of the
+			// transaction before (what may be acknowledged) instead of
+			// their own; the positions that move the checkpoint are not
+			// affected.
+			if !st.commitUnknown {
+				st.r.log.Warn("the end of a large transaction passed on in fragments cannot be looked up: its records' binlog_txn_end names the end of the transaction before it",
+					zap.String("file", st.file), zap.Uint32("pos", st.txnStart), zap.String("gtid", st.gtid), zap.Error(err))
+			}
+			st.commitUnknown, commit = true, Position{}
 		}
 		st.ready = append(st.ready, Txn{Events: st.events, End: st.resume(), Commit: commit, Partial: true})
 		st.events, st.bytes = nil, 0

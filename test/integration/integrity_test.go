@@ -345,6 +345,7 @@ func hasDomain(set string, d int) bool {
 // in the stored GTID set with start: earliest and start: <file>:<pos>, and
 // does not block the resume; one entry per domain.
 func TestGTIDHistoryDomain(t *testing.T) {
+	onlyMariaDB(t, "MariaDB GTID domains (gtid_domain_id, Gtid_list history)")
 	e := newEnv(t)
 	e.positionMode = "gtid"
 	e.exec("SET SESSION gtid_domain_id = 5",
@@ -418,6 +419,7 @@ func TestGTIDHistoryDomain(t *testing.T) {
 // gtid_slave_pos but never in its binlog) resumes from the stored GTID
 // set, instead of being refused as "GTID domain unknown to the server".
 func TestGTIDFailoverHistoryDomain(t *testing.T) {
+	onlyMariaDB(t, "MariaDB GTID domains (gtid_domain_id, Gtid_list history)")
 	e := newEnv(t)
 	e.positionMode = "gtid"
 	const history = "77-1-3" // the old primary's history domain
@@ -476,6 +478,7 @@ func TestReplayByTimePastNullRow(t *testing.T) {
 // completed from the server's state at its position, after which the
 // resume check no longer reports a purge.
 func TestCompleteGTIDSetOldCheckpoint(t *testing.T) {
+	onlyMariaDB(t, "MariaDB GTID domains (gtid_domain_id, Gtid_list history)")
 	e := newEnv(t)
 	e.exec("SET SESSION gtid_domain_id = 6",
 		fmt.Sprintf("INSERT INTO `%s` (event_type, conversation_id, message_id, seq_no, sender_id, receiver_id, payload) VALUES ('history', 9, 9, 9, 1, 2, '{}')", e.outbox))
