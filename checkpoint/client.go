@@ -128,6 +128,12 @@ func (s *Store) explain(ctx context.Context, err error) error {
 		if !s.cfg.TLS.Enabled && speaksTLS(ctx, s.cfg.addrs()[0]) {
 			return fmt.Errorf("%w: %s: %v; this port speaks TLS (tls-port): set checkpoint.tls.enabled: true (with checkpoint.tls.ca-file)", ErrTLS, addr, err)
 		}
+		if s.cfg.TLS.Enabled && s.cfg.TLS.CertFile != "" {
+			// TLS 1.3: the server checks the client certificate after
+			// the handshake; its refusal may arrive as a reset of the
+			// first write rather than as the alert.
+			return fmt.Errorf("%w: %s: %v; the server closed the connection after the TLS handshake: it probably refused the client certificate (checkpoint.tls.cert-file and key-file: signed by a CA in the server's tls-ca-cert-file?)", ErrTLS, addr, err)
+		}
 	}
 	return err
 }
