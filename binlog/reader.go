@@ -678,14 +678,8 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 		m = &cm
 		st.columns[e.TableID] = m
 	}
-	if bm := e.ColumnBitmap1; len(bm) > 0 {
-		for i := 0; i < int(e.ColumnCount); i++ {
-			if bm[i/8]&(1<<(i%8)) == 0 {
-				return fmt.Errorf("%w: the row event at %s lacks column %d of %s.%s: binlog_row_image is not FULL for the session that wrote it: "+
-					"run SET GLOBAL binlog_row_image=FULL (and in the server's config), then reconnect the application's sessions",
-					ErrServerConfig, at.FilePos(), i+1, e.Table.Schema, e.Table.Table)
-			}
-		}
+	if err := fullImage(e, at); err != nil {
+		return err
 	}
 	for _, row := range e.Rows {
 		ev, err := m.decodeRow(row)

@@ -416,6 +416,25 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 		return len(m.Cols) - 1
 	}
 	nullable := func(name string) bool { return byName[strings.ToLower(name)].Nullable }
+	// template parses a {column} template of the setting what, each
+	// column a string or integer that may not be NULL (it would give no
+	// gives), else the fix names alt.
+	template := func(what, text, gives, alt string) Template {
+		t, err := ParseTemplate(text)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: table %s: %s %q: %v", ErrMapping, table, what, text, err))
+		}
+		for i := range t.Parts {
+			if col := t.Parts[i].Column; col != "" {
+				t.Parts[i].Slot = slot(col, what+" template", KindString, KindInteger)
+				if nullable(col) {
+					fail(col, what+" template", "the column can be NULL, which gives no "+gives,
+						fmt.Sprintf("ALTER TABLE %s MODIFY %s ... NOT NULL, or %s", table, col, alt))
+				}
+			}
+		}
+		return t
+	}
 	scalar := []Kind{KindInteger, KindString}
 	m.ID = slot(r.ID, "id", scalar...)
 	for _, k := range r.Key {
@@ -432,20 +451,7 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 		if topic == "" {
 			topic = defaultTopic
 		}
-		t, err := ParseTemplate(topic)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: table %s: topic %q: %v", ErrMapping, table, topic, err))
-		}
-		for i := range t.Parts {
-			if col := t.Parts[i].Column; col != "" {
-				t.Parts[i].Slot = slot(col, "topic template", KindString, KindInteger)
-				if nullable(col) {
-					fail(col, "topic template", "the column can be NULL, which gives no topic",
-						fmt.Sprintf("ALTER TABLE %s MODIFY %s ... NOT NULL, or route by topic-column (a NULL there is a poison record)", table, col))
-				}
-			}
-		}
-		m.Topic = t
+		m.Topic = template("topic", topic, "topic", "route by topic-column (a NULL there is a poison record)")
 	}
 	m.Required = append(m.Required, m.ID)
 	m.Required = append(m.Required, m.Key...)
@@ -474,20 +480,7 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 		m.Headers = append(m.Headers, Header{Name: h[0], Slot: slot(h[1], "header "+h[0])})
 	}
 	if m.CloudEvents {
-		src, err := ParseTemplate(r.CloudEvents.Source)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: table %s: cloudevents.source %q: %v", ErrMapping, table, r.CloudEvents.Source, err))
-		}
-		for i := range src.Parts {
-			if col := src.Parts[i].Column; col != "" {
-				src.Parts[i].Slot = slot(col, "cloudevents.source template", KindString, KindInteger)
-				if nullable(col) {
-					fail(col, "cloudevents.source template", "the column can be NULL, which gives no ce_source",
-						fmt.Sprintf("ALTER TABLE %s MODIFY %s ... NOT NULL, or use a fixed source", table, col))
-				}
-			}
-		}
-		m.CESource = src
+		m.CESource = template("cloudevents.source", r.CloudEvents.Source, "ce_source", "use a fixed source")
 		if r.CloudEvents.Type != "" {
 			m.CEType = slot(r.CloudEvents.Type, "cloudevents.type", KindString)
 		}
