@@ -31,6 +31,9 @@ type transport interface {
 	initProducerID(ctx context.Context, pid int64, epoch int16) (int64, int16, error)
 	// stale drops the cached metadata (a leader moved, a broker failed).
 	stale()
+	// abandon breaks the produce connection to broker id: its requests in
+	// flight fail at once with errLeaderMoved (their outcome unknown).
+	abandon(id int32)
 	close()
 }
 
@@ -75,6 +78,14 @@ func newCluster(bootstrap []string, dialTimeout time.Duration, allowAuto bool, l
 }
 
 func (c *cluster) stale() { clear(c.topics) }
+
+func (c *cluster) abandon(id int32) {
+	if bc := c.conns[id]; bc != nil {
+		bc.abandon(errLeaderMoved)
+		delete(c.conns, id)
+	}
+	c.stale()
+}
 
 func (c *cluster) close() {
 	if c.meta != nil {
@@ -173,7 +184,9 @@ func (c *cluster) metadata(ctx context.Context, topic string, fresh bool) (*meta
 		}
 		for id, bc := range c.conns {
 			if c.brokers[id] != bc.addr {
-				bc.close()
+				// The broker left the cluster (fenced) or moved: its
+				// requests in flight are retried elsewhere.
+				bc.abandon(errLeaderMoved)
 				delete(c.conns, id)
 			}
 		}

@@ -208,6 +208,15 @@ func (c *brokerConn) alive() bool {
 	return c.broken == nil
 }
 
+// abandon breaks the connection with err: the calls in flight fail with
+// it. It waits for the reader to stop.
+func (c *brokerConn) abandon(err error) {
+	c.mu.Lock()
+	c.breakLocked(err)
+	c.mu.Unlock()
+	_ = c.g.Wait()
+}
+
 // close closes the connection, fails the calls in flight and waits for
 // the reader to stop.
 func (c *brokerConn) close() {

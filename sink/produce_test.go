@@ -126,8 +126,9 @@ func (f *fakeCluster) initProducerID(_ context.Context, pid int64, epoch int16) 
 	return 1000 + f.pids, 0, nil
 }
 
-func (f *fakeCluster) stale() {}
-func (f *fakeCluster) close() {}
+func (f *fakeCluster) stale()        {}
+func (f *fakeCluster) abandon(int32) {}
+func (f *fakeCluster) close()        {}
 
 func (f *fakeCluster) produce(_ context.Context, _ int32, req *rawproduce.Request) (pending, error) {
 	f.reqs++
@@ -207,7 +208,7 @@ func (f *fakeCluster) write(p int32, b []byte) kafka.Error {
 
 func fakeProducer(f *fakeCluster) *Producer {
 	cfg := DefaultConfig()
-	cfg.MaxAttempts = 3
+	cfg.MaxAttempts, cfg.DeliveryTimeout = 3, 0
 	return newProducer(cfg, &kafka.Hash{}, zap.NewNop(), f)
 }
 

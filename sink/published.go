@@ -71,13 +71,9 @@ func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int
 	}
 	out := make(map[int]map[string]string, len(meta.Partitions))
 	for _, p := range meta.Partitions {
-		addr, ok := cl.brokers[p.LeaderID]
-		if !ok {
-			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
-		}
-		h, err := newest(ctx, addr, topic, int(p.PartitionIndex))
+		h, err := newestRetrying(ctx, cl, meta, topic, p.PartitionIndex)
 		if err != nil {
-			return nil, fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
+			return nil, err
 		}
 		if h != nil {
 			out[int(p.PartitionIndex)] = h
@@ -85,6 +81,47 @@ func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int
 	}
 	return out, nil
 }
+
+// startupRetryFor is how long NewestHeaders keeps asking a partition's
+// leader for its newest record through retriable errors (a leader moving,
+// a broker dead or paused): longer than Kafka's default fencing time
+// (broker.session.timeout.ms, 9 s), after which the leadership moved.
+const startupRetryFor = 20 * time.Second
+
+// newestRetrying is newest on partition's leader, asking fresh metadata
+// and trying again after a retriable error, for up to startupRetryFor.
+func newestRetrying(ctx context.Context, cl *cluster, meta *metadataAPI.ResponseTopic, topic string, partition int32) (map[string]string, error) {
+	deadline := time.Now().Add(startupRetryFor)
+	for {
+		leader := leaderOf(meta, partition)
+		addr, ok := cl.brokers[leader]
+		var err error
+		if !ok {
+			err = fmt.Errorf("sink: newest record of %s/%d: %w", topic, partition, kafka.LeaderNotAvailable)
+		} else {
+			var h map[string]string
+			if h, err = newest(ctx, addr, topic, int(partition)); err == nil {
+				return h, nil
+			}
+			err = fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, partition, addr, err)
+		}
+		if !retriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(250 * time.Millisecond):
+		}
+		if fresh, merr := cl.metadata(ctx, topic, true); merr == nil {
+			meta = fresh
+		}
+	}
+}
+
+// startupReadTimeout bounds reading a partition's newest record (a
+// paused leader accepts the connection and never answers).
+const startupReadTimeout = 5 * time.Second
 
 // startupDialTimeout bounds each broker's dial and handshake in
 // Partitions and NewestHeaders before the next broker is tried.
@@ -129,11 +166,14 @@ func newest(ctx context.Context, leader, topic string, partition int) (map[strin
 	d := &kafka.Dialer{Timeout: startupDialTimeout}
 	host, port, _ := net.SplitHostPort(leader)
 	pn, _ := strconv.Atoi(port)
-	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
+	dctx, cancel := context.WithTimeout(ctx, startupDialTimeout)
+	defer cancel()
+	conn, err := d.DialPartition(dctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(startupReadTimeout))
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
@@ -69,7 +70,7 @@ func (c *Consumer) Each(ctx context.Context, fn func(Record) error) error {
 func (c *Consumer) Seek(partition int, offset int64) { c.next[partition] = offset }
 
 func (c *Consumer) readPartition(ctx context.Context, partition int, fn func(Record) error) error {
-	conn, err := kafka.DialLeader(ctx, "tcp", c.brokers[0], c.topic, partition)
+	conn, err := c.dialLeader(ctx, partition)
 	if err != nil {
 		return err
 	}
@@ -111,6 +112,25 @@ func (c *Consumer) readPartition(ctx context.Context, partition int, fn func(Rec
 		}
 	}
 	return nil
+}
+
+// dialLeader connects to partition's leader, asking each broker in turn
+// for it (each dial bounded by 5 s), so that a broker down does not stop
+// the consumer while another one knows the leader.
+func (c *Consumer) dialLeader(ctx context.Context, partition int) (*kafka.Conn, error) {
+	d := &kafka.Dialer{Timeout: 5 * time.Second}
+	var errs []error
+	for _, b := range c.brokers {
+		conn, err := d.DialLeader(ctx, "tcp", b, c.topic, partition)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", b, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("verify: leader of %s/%d: %w", c.topic, partition, errors.Join(errs...))
 }
 
 func toRecord(m kafka.Message) Record {

@@ -114,6 +114,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	e := newTables(t)
+	createTopic(t, e.topic, partitions)
+	return e
+}
+
+// newTables is newEnv without the topic.
+func newTables(t *testing.T) *env {
+	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name())) + "_" + runID
 	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
 		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(1), dir: t.TempDir()}
@@ -140,7 +148,6 @@ func newEnv(t *testing.T) *env {
 			}
 		}
 	}
-	createTopic(t, e.topic, partitions)
 	return e
 }
 
