@@ -14,6 +14,7 @@ import (
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // transport is what the Producer needs of the cluster: *cluster, or a
@@ -120,27 +121,39 @@ func (c *cluster) candidates() []string {
 }
 
 // metaRoundTrip sends msg on the metadata connection, moving on to the
-// next candidate broker when a connection cannot be had or fails; each
-// try is bounded by dialTimeout (metadata and InitProducerId answers are
-// quick). It returns the last error when every candidate failed.
+// next candidate broker when a connection cannot be had or fails. A new
+// metadata connection is dialled to the candidates in turn, each started
+// dialStagger after the previous one unless one answered already (dialFirst),
+// so that a dead or paused broker first in line costs dialStagger, not
+// dialTimeout. Each round trip is bounded by dialTimeout (metadata and
+// InitProducerId answers are quick). It returns every error when every
+// candidate failed.
 func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (protocol.Message, error) {
 	var errs []error
-	for _, addr := range c.tryOrder() {
-		if ctx.Err() != nil {
-			break
-		}
-		if c.meta == nil || !c.meta.alive() || c.meta.addr != addr {
+	tried := map[string]bool{}
+	for ctx.Err() == nil {
+		if c.meta == nil || !c.meta.alive() {
 			if c.meta != nil {
 				c.meta.close()
 				c.meta = nil
 			}
-			bc, err := dialBroker(ctx, addr, c.dialTimeout)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+			var cands []string
+			for _, a := range c.candidates() {
+				if !tried[a] {
+					cands = append(cands, a)
+				}
+			}
+			if len(cands) == 0 {
+				break
+			}
+			bc, derrs := dialFirst(ctx, cands, c.dialTimeout)
+			errs = append(errs, derrs...)
+			if bc == nil {
+				break
 			}
 			c.meta = bc
 		}
+		tried[c.meta.addr] = true
 		tctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
 		res, err := c.meta.roundTrip(tctx, msg, c.dialTimeout)
 		cancel()
@@ -157,15 +170,62 @@ func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (prot
 	return nil, errors.Join(errs...)
 }
 
-// tryOrder is the current metadata connection's address first (when
-// alive), then the candidates.
-func (c *cluster) tryOrder() []string {
-	cands := c.candidates()
-	if c.meta != nil && c.meta.alive() {
-		cands = slices.DeleteFunc(cands, func(a string) bool { return a == c.meta.addr })
-		return append([]string{c.meta.addr}, cands...)
+// dialStagger is how long dialFirst waits for a broker before dialling
+// the next one too.
+const dialStagger = 250 * time.Millisecond
+
+// dialFirst dials addrs, the i-th from i × dialStagger on unless one
+// connected before, and returns the first connection whose handshake
+// completed (the others are closed) with the errors of those that failed;
+// nil when none connected within timeout.
+func dialFirst(ctx context.Context, addrs []string, timeout time.Duration) (*brokerConn, []error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		bc  *brokerConn
+		err error
 	}
-	return cands
+	results := make(chan result, len(addrs))
+	var g errgroup.Group
+	for i, addr := range addrs {
+		g.Go(func() error {
+			t := time.NewTimer(time.Duration(i) * dialStagger)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				results <- result{nil, ctx.Err()}
+				return nil
+			}
+			bc, err := dialBroker(ctx, addr, timeout)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", addr, err)
+			}
+			results <- result{bc, err}
+			return nil
+		})
+	}
+	var best *brokerConn
+	var errs []error
+	for range addrs {
+		r := <-results
+		switch {
+		case r.err != nil:
+			if best == nil {
+				errs = append(errs, r.err)
+			}
+		case best == nil:
+			best = r.bc
+			cancel() // the dials still under way give up at once
+		default:
+			r.bc.close()
+		}
+	}
+	_ = g.Wait()
+	if best != nil {
+		errs = nil
+	}
+	return best, errs
 }
 
 func (c *cluster) metadata(ctx context.Context, topic string, fresh bool) (*metadataAPI.ResponseTopic, error) {

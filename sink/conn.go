@@ -81,12 +81,17 @@ func dialBroker(ctx context.Context, addr string, timeout time.Duration) (*broke
 	}
 	deadline, _ := ctx.Deadline()
 	_ = nc.SetDeadline(deadline)
+	// Cancelling ctx (another broker answered first) ends the handshake at once.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	rd := bufio.NewReaderSize(nc, 64<<10)
 	rw := struct {
 		io.Reader
 		io.Writer
 	}{rd, nc}
 	res, err := protocol.RoundTrip(&rw, 0, 0, clientID, &apiversionsAPI.Request{})
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		nc.Close()
 		return nil, &net.OpError{Op: "handshake", Net: "tcp", Addr: nc.RemoteAddr(), Err: err}

@@ -71,7 +71,7 @@ func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int
 	}
 	out := make(map[int]map[string]string, len(meta.Partitions))
 	for _, p := range meta.Partitions {
-		h, err := newestRetrying(ctx, cl, meta, topic, p.PartitionIndex)
+		h, err := newestRetrying(ctx, cl, topic, p.PartitionIndex)
 		if err != nil {
 			return nil, err
 		}
@@ -88,10 +88,17 @@ func NewestHeaders(ctx context.Context, brokers []string, topic string) (map[int
 // (broker.session.timeout.ms, 9 s), after which the leadership moved.
 const startupRetryFor = 20 * time.Second
 
-// newestRetrying is newest on partition's leader, asking fresh metadata
-// and trying again after a retriable error, for up to startupRetryFor.
-func newestRetrying(ctx context.Context, cl *cluster, meta *metadataAPI.ResponseTopic, topic string, partition int32) (map[string]string, error) {
+// newestRetrying is newest on partition's leader (cl's metadata, which
+// a retry of an earlier partition may have refreshed), asking fresh
+// metadata and trying again after a retriable error, for up to
+// startupRetryFor.
+func newestRetrying(ctx context.Context, cl *cluster, topic string, partition int32) (map[string]string, error) {
 	deadline := time.Now().Add(startupRetryFor)
+	meta, err := cl.metadata(ctx, topic, false)
+	if err != nil {
+		return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, partition, err)
+	}
+	first := true
 	for {
 		leader := leaderOf(meta, partition)
 		addr, ok := cl.brokers[leader]
@@ -100,7 +107,14 @@ func newestRetrying(ctx context.Context, cl *cluster, meta *metadataAPI.Response
 			err = fmt.Errorf("sink: newest record of %s/%d: %w", topic, partition, kafka.LeaderNotAvailable)
 		} else {
 			var h map[string]string
-			if h, err = newest(ctx, addr, topic, int(partition)); err == nil {
+			// After a failure, a shorter dial: the leader may move any
+			// moment, and a try on the old one holds the next.
+			dial := startupDialTimeout
+			if !first {
+				dial = startupRetryDial
+			}
+			first = false
+			if h, err = newest(ctx, addr, topic, int(partition), dial); err == nil {
 				return h, nil
 			}
 			err = fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, partition, addr, err)
@@ -111,13 +125,16 @@ func newestRetrying(ctx context.Context, cl *cluster, meta *metadataAPI.Response
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 		if fresh, merr := cl.metadata(ctx, topic, true); merr == nil {
 			meta = fresh
 		}
 	}
 }
+
+// startupRetryDial bounds the dial and handshake of the tries after the first.
+const startupRetryDial = time.Second
 
 // startupReadTimeout bounds reading a partition's newest record (a
 // paused leader accepts the connection and never answers).
@@ -162,11 +179,11 @@ func clusterPartitions(ctx context.Context, cl *cluster, brokers []string, topic
 
 // newest returns the headers of the partition's newest record, read from
 // its leader; nil when it holds none.
-func newest(ctx context.Context, leader, topic string, partition int) (map[string]string, error) {
-	d := &kafka.Dialer{Timeout: startupDialTimeout}
+func newest(ctx context.Context, leader, topic string, partition int, dial time.Duration) (map[string]string, error) {
+	d := &kafka.Dialer{Timeout: dial}
 	host, port, _ := net.SplitHostPort(leader)
 	pn, _ := strconv.Atoi(port)
-	dctx, cancel := context.WithTimeout(ctx, startupDialTimeout)
+	dctx, cancel := context.WithTimeout(ctx, dial)
 	defer cancel()
 	conn, err := d.DialPartition(dctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
 	if err != nil {

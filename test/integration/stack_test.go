@@ -249,7 +249,7 @@ func (e *env) launch(args ...string) *publisher {
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
-		if e.t.Failed() {
+		if e.t.Failed() || os.Getenv("CDC_KEEP_LOGS") != "" {
 			b, _ := os.ReadFile(logPath)
 			e.t.Logf("publisher log %s:\n%s", logPath, tail(string(b), 40))
 		}
