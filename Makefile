@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.da
 PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
-.PHONY: all build demo test unit integration vet faults bench stack-up stack-down stack-status clean \
+.PHONY: all build demo test unit integration vet faults bench stack-up stack-down stack-status clean test-cluster \
 	deploy-check release release-check docker version
 
 all: build
@@ -32,7 +32,18 @@ demo:
 test: vet deploy-check release-check
 	$(STACK) up
 	$(MAKE) unit
-	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
+	eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
+	$(MAKE) test-cluster CLUSTER_RUN='$(CLUSTER_CI)'
+
+## test-cluster: the broker fault tests on a real 3-node KRaft cluster (scripts/dev-stack.sh up-cluster:
+## RF 3, min.insync.replicas 2, 3 × 512 MB heap); CLUSTER_RUN selects them (all by default, about 5 min).
+## make test runs the subset CLUSTER_CI (about 1.5 min).
+CLUSTER_RUN ?= TestCluster
+CLUSTER_CI  ?= TestClusterPauseLeader|TestClusterTwoDown
+test-cluster:
+	$(STACK) up
+	$(STACK) up-cluster
+	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -timeout 30m -v -run '$(CLUSTER_RUN)' ./test/integration/
 
 unit:
 	$(GO) test -count=1 -race ./...
@@ -52,6 +63,7 @@ stack-up:
 	$(STACK) up
 stack-down:
 	$(STACK) down
+	$(STACK) down-cluster
 stack-status:
 	$(STACK) status
 
