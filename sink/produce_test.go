@@ -143,7 +143,7 @@ func (f *fakeCluster) initProducerID(_ context.Context, pid int64, epoch int16) 
 	return 1000 + f.pids, 0, nil
 }
 
-func (f *fakeCluster) stale()        {}
+func (f *fakeCluster) stale() {}
 func (f *fakeCluster) abandon(id int32) {
 	f.abandoned = append(f.abandoned, id)
 	for _, p := range f.stuck[id] {
@@ -152,7 +152,7 @@ func (f *fakeCluster) abandon(id int32) {
 	}
 	delete(f.stuck, id)
 }
-func (f *fakeCluster) close()        {}
+func (f *fakeCluster) close() {}
 
 func (f *fakeCluster) produce(_ context.Context, leader int32, req *rawproduce.Request) (pending, error) {
 	f.reqs++
