@@ -14,6 +14,7 @@ import (
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // transport is what the Producer needs of the cluster: *cluster, or a
@@ -31,6 +32,9 @@ type transport interface {
 	initProducerID(ctx context.Context, pid int64, epoch int16) (int64, int16, error)
 	// stale drops the cached metadata (a leader moved, a broker failed).
 	stale()
+	// abandon breaks the produce connection to broker id: its requests in
+	// flight fail at once with errLeaderMoved (their outcome unknown).
+	abandon(id int32)
 	close()
 }
 
@@ -77,6 +81,14 @@ func newCluster(bootstrap []string, dialTimeout time.Duration, allowAuto bool, l
 
 func (c *cluster) stale() { clear(c.topics) }
 
+func (c *cluster) abandon(id int32) {
+	if bc := c.conns[id]; bc != nil {
+		bc.abandon(errLeaderMoved)
+		delete(c.conns, id)
+	}
+	c.stale()
+}
+
 func (c *cluster) close() {
 	if c.meta != nil {
 		c.meta.close()
@@ -110,27 +122,39 @@ func (c *cluster) candidates() []string {
 }
 
 // metaRoundTrip sends msg on the metadata connection, moving on to the
-// next candidate broker when a connection cannot be had or fails; each
-// try is bounded by dialTimeout (metadata and InitProducerId answers are
-// quick). It returns the last error when every candidate failed.
+// next candidate broker when a connection cannot be had or fails. A new
+// metadata connection is dialled to the candidates in turn, each started
+// dialStagger after the previous one unless one answered already (dialFirst),
+// so that a dead or paused broker first in line costs dialStagger, not
+// dialTimeout. Each round trip is bounded by dialTimeout (metadata and
+// InitProducerId answers are quick). It returns every error when every
+// candidate failed.
 func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (protocol.Message, error) {
 	var errs []error
-	for _, addr := range c.tryOrder() {
-		if ctx.Err() != nil {
-			break
-		}
-		if c.meta == nil || !c.meta.alive() || c.meta.addr != addr {
+	tried := map[string]bool{}
+	for ctx.Err() == nil {
+		if c.meta == nil || !c.meta.alive() {
 			if c.meta != nil {
 				c.meta.close()
 				c.meta = nil
 			}
-			bc, err := dialBroker(ctx, addr, c.dialTimeout, c.sec)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+			var cands []string
+			for _, a := range c.candidates() {
+				if !tried[a] {
+					cands = append(cands, a)
+				}
+			}
+			if len(cands) == 0 {
+				break
+			}
+			bc, derrs := dialFirst(ctx, cands, c.dialTimeout, c.sec)
+			errs = append(errs, derrs...)
+			if bc == nil {
+				break
 			}
 			c.meta = bc
 		}
+		tried[c.meta.addr] = true
 		tctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
 		res, err := c.meta.roundTrip(tctx, msg, c.dialTimeout)
 		cancel()
@@ -147,15 +171,62 @@ func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (prot
 	return nil, errors.Join(errs...)
 }
 
-// tryOrder is the current metadata connection's address first (when
-// alive), then the candidates.
-func (c *cluster) tryOrder() []string {
-	cands := c.candidates()
-	if c.meta != nil && c.meta.alive() {
-		cands = slices.DeleteFunc(cands, func(a string) bool { return a == c.meta.addr })
-		return append([]string{c.meta.addr}, cands...)
+// dialStagger is how long dialFirst waits for a broker before dialling
+// the next one too.
+const dialStagger = 250 * time.Millisecond
+
+// dialFirst dials addrs, the i-th from i × dialStagger on unless one
+// connected before, and returns the first connection whose handshake
+// completed (the others are closed) with the errors of those that failed;
+// nil when none connected within timeout.
+func dialFirst(ctx context.Context, addrs []string, timeout time.Duration, sec *Security) (*brokerConn, []error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		bc  *brokerConn
+		err error
 	}
-	return cands
+	results := make(chan result, len(addrs))
+	var g errgroup.Group
+	for i, addr := range addrs {
+		g.Go(func() error {
+			t := time.NewTimer(time.Duration(i) * dialStagger)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				results <- result{nil, ctx.Err()}
+				return nil
+			}
+			bc, err := dialBroker(ctx, addr, timeout, sec)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", addr, err)
+			}
+			results <- result{bc, err}
+			return nil
+		})
+	}
+	var best *brokerConn
+	var errs []error
+	for range addrs {
+		r := <-results
+		switch {
+		case r.err != nil:
+			if best == nil {
+				errs = append(errs, r.err)
+			}
+		case best == nil:
+			best = r.bc
+			cancel() // the dials still under way give up at once
+		default:
+			r.bc.close()
+		}
+	}
+	_ = g.Wait()
+	if best != nil {
+		errs = nil
+	}
+	return best, errs
 }
 
 func (c *cluster) metadata(ctx context.Context, topic string, fresh bool) (*metadataAPI.ResponseTopic, error) {
@@ -174,7 +245,9 @@ func (c *cluster) metadata(ctx context.Context, topic string, fresh bool) (*meta
 		}
 		for id, bc := range c.conns {
 			if c.brokers[id] != bc.addr {
-				bc.close()
+				// The broker left the cluster (fenced) or moved: its
+				// requests in flight are retried elsewhere.
+				bc.abandon(errLeaderMoved)
 				delete(c.conns, id)
 			}
 		}
@@ -237,6 +310,16 @@ func (c *cluster) initProducerID(ctx context.Context, pid int64, epoch int16) (i
 	}
 	r := res.(*initAPI.Response)
 	if r.ErrorCode != 0 {
+		switch kafka.Error(r.ErrorCode) {
+		case kafka.GroupLoadInProgress, kafka.GroupCoordinatorNotAvailable, kafka.NotCoordinatorForGroup:
+			// COORDINATOR_LOAD_IN_PROGRESS and its kin: this broker cannot
+			// hand out producer ids now (its block request to the controller
+			// is pending, e.g. on a paused controller, for up to the
+			// controller's request timeout, 30 s). Another broker may
+			// have a block: the next try asks the next candidate.
+			c.meta.close()
+			c.meta = nil
+		}
 		return -1, -1, fmt.Errorf("init producer id: %w", kafka.Error(r.ErrorCode))
 	}
 	return r.ProducerID, r.ProducerEpoch, nil

@@ -33,9 +33,18 @@ type Config struct {
 	// handshake and a metadata request: how long a dead or paused broker
 	// can hold the producer before the next broker is tried.
 	DialTimeout time.Duration `yaml:"dial-timeout" env:"DIAL_TIMEOUT"`
-	// MaxAttempts is how often one produce request is tried before the
-	// pipeline stops and restarts from the last checkpoint.
-	MaxAttempts int `yaml:"max-attempts" env:"MAX_ATTEMPTS"`
+	// MaxAttempts and DeliveryTimeout bound the retries of a batch that
+	// failed with a retriable error: it is sent again until it was tried
+	// MaxAttempts times and DeliveryTimeout passed since its first try
+	// (as the Java client's delivery.timeout.ms); then the pipeline stops
+	// and restarts from the last checkpoint, which sends again, as
+	// duplicates, records written after it. DeliveryTimeout (30 s by
+	// default) outlasts a broker failure on a cluster: Kafka fences a dead
+	// or paused broker after broker.session.timeout.ms (9 s by default)
+	// and moves its partitions' leadership, and the Producer follows. 0
+	// bounds the retries by MaxAttempts alone.
+	MaxAttempts     int           `yaml:"max-attempts" env:"MAX_ATTEMPTS"`
+	DeliveryTimeout time.Duration `yaml:"delivery-timeout" env:"DELIVERY_TIMEOUT"`
 	// Compression is none, gzip, snappy, lz4 or zstd.
 	Compression string `yaml:"compression" env:"COMPRESSION"`
 	// AllowAutoTopicCreation lets the broker create missing topics
@@ -67,14 +76,15 @@ const DefaultDeadLetterTopic = "cdc-outbox.dead-letter"
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Brokers:      []string{"127.0.0.1:9092"},
-		BatchSize:    2000,
-		BatchBytes:   1000000,
-		WriteTimeout: 10 * time.Second,
-		MaxAttempts:  5,
-		Compression:  "none",
-		Idempotent:   true,
-		DialTimeout:  2 * time.Second,
+		Brokers:         []string{"127.0.0.1:9092"},
+		BatchSize:       2000,
+		BatchBytes:      1000000,
+		WriteTimeout:    10 * time.Second,
+		MaxAttempts:     5,
+		DeliveryTimeout: 30 * time.Second,
+		Compression:     "none",
+		Idempotent:      true,
+		DialTimeout:     2 * time.Second,
 
 		OnPoison:        PolicyFail,
 		DeadLetterTopic: DefaultDeadLetterTopic,
@@ -112,6 +122,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 {
 		bad("max-attempts", "%d: want at least 1", c.MaxAttempts)
+	}
+	if c.DeliveryTimeout < 0 {
+		bad("delivery-timeout", "%s: want 0 (max-attempts alone) or more", c.DeliveryTimeout)
 	}
 	if _, err := compression(c.Compression); err != nil {
 		bad("compression", "%v", err)

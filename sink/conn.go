@@ -90,12 +90,17 @@ func dialBrokerConn(ctx context.Context, addr string, sec *Security) (*brokerCon
 	}
 	deadline, _ := ctx.Deadline()
 	_ = nc.SetDeadline(deadline)
+	// Cancelling ctx (another broker answered first) ends the handshake at once.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	rd := bufio.NewReaderSize(nc, 64<<10)
 	rw := struct {
 		io.Reader
 		io.Writer
 	}{rd, nc}
 	res, err := protocol.RoundTrip(&rw, 0, 0, clientID, &apiversionsAPI.Request{})
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		nc.Close()
 		return nil, &net.OpError{Op: "handshake", Net: "tcp", Addr: nc.RemoteAddr(), Err: err}
@@ -219,6 +224,15 @@ func (c *brokerConn) alive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.broken == nil
+}
+
+// abandon breaks the connection with err: the calls in flight fail with
+// it. It waits for the reader to stop.
+func (c *brokerConn) abandon(err error) {
+	c.mu.Lock()
+	c.breakLocked(err)
+	c.mu.Unlock()
+	_ = c.g.Wait()
 }
 
 // close closes the connection, fails the calls in flight and waits for

@@ -417,3 +417,31 @@ func TestProducerMaybeWrittenGivenUpBreaks(t *testing.T) {
 		t.Fatal("the Producer went on after giving up a batch that may have been written")
 	}
 }
+
+// A paused leader accepts requests and never answers. While a request is
+// unanswered the Producer checks the leadership every leaderCheck; once
+// the metadata names another leader (Kafka fenced the paused one) it
+// abandons the old connection and sends the rounds in flight to the new
+// leader, without giving up and without duplicates.
+func TestProducerFollowsPausedLeader(t *testing.T) {
+	f := newFake(3)
+	f.paused = map[int32]bool{1: true}
+	f.moveAfter, f.moveTo = 2, 2
+	p := fakeProducer(f)
+	rs, msgs := begin(t, p, 3)
+	// Without following the leader, the wait would last until ctx ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, r := range rs {
+		if err := p.Wait(ctx, r); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	if !slices.Equal(f.abandoned, []int32{1}) {
+		t.Fatalf("abandoned brokers %v, want [1]", f.abandoned)
+	}
+	if len(f.inits) != 1 {
+		t.Errorf("InitProducerId %v, want one (no epoch bump)", f.inits)
+	}
+	checkLog(t, f, msgs...)
+}

@@ -47,8 +47,12 @@ import (
 //
 // A batch that fails with a retriable error (a kafka.Error whose
 // Temporary() is true, a dropped connection or a timeout) is sent again,
-// as the same bytes, up to Config.MaxAttempts times in all, with a backoff
-// of 100 ms × attempt² up to 2 s; batches that succeeded are not resent.
+// as the same bytes, until it was tried Config.MaxAttempts times and
+// Config.DeliveryTimeout passed, with a backoff of 100 ms × attempt² up
+// to 1 s; batches that succeeded are not resent. A request unanswered for
+// a second makes the Producer check every second whether its partitions'
+// leader moved (await), so that a paused leader costs Kafka's fencing
+// time rather than the write timeout.
 // A round is reported only when every batch was acknowledged or given up.
 // Without idempotence a caller must wait for a round before beginning the
 // next (MaxInFlight is 1), so that a failed batch is never overtaken by a
@@ -112,12 +116,13 @@ type batch struct {
 	raw      []byte  // encoded batch, with its size prefix
 	seq      int32   // base sequence (-1 without idempotence)
 	attempts int
-	err      error // the last attempt's error, nil once acknowledged
-	done     bool  // acknowledged
-	final    bool  // failed and not to be resent
-	unknown  bool  // an attempt may have been written (no answer, or a timeout after the append) and no answer since says so
-	behind   bool  // the last attempt was sent while an earlier batch of the partition was not acknowledged
-	held     bool  // not sent yet: an earlier batch of its partition must be acknowledged first (overtake)
+	first    time.Time // the first attempt
+	err      error     // the last attempt's error, nil once acknowledged
+	done     bool      // acknowledged
+	final    bool      // failed and not to be resent
+	unknown  bool      // an attempt may have been written (no answer, or a timeout after the append) and no answer since says so
+	behind   bool      // the last attempt was sent while an earlier batch of the partition was not acknowledged
+	held     bool      // not sent yet: an earlier batch of its partition must be acknowledged first (overtake)
 }
 
 // request is one Produce request of a round's attempt.
@@ -229,12 +234,13 @@ func (c *Producer) Begin(ctx context.Context, msgs []kafka.Message) (*Round, err
 	r := &Round{msgs: msgs, parts: map[tp]*batch{}}
 	// A topic's metadata may be missing for a moment (auto-created,
 	// leader elections, a broker restarting): retried like a produce.
+	began := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := c.assign(ctx, r)
 		if err == nil {
 			break
 		}
-		if errors.Is(err, ErrPartitionCount) || !retriable(err) || attempt >= c.cfg.MaxAttempts || ctx.Err() != nil {
+		if errors.Is(err, ErrPartitionCount) || !retriable(err) || c.exhausted(attempt, began) || ctx.Err() != nil {
 			return nil, err
 		}
 		r = &Round{msgs: msgs, parts: map[tp]*batch{}}
@@ -294,6 +300,7 @@ func (c *Producer) initID(ctx context.Context, bump bool) error {
 	if bump && c.haveID {
 		pid, epoch = c.pid, c.epoch
 	}
+	began := time.Now()
 	for attempt := 1; ; attempt++ {
 		npid, nepoch, err := c.tr.initProducerID(ctx, pid, epoch)
 		if err == nil {
@@ -306,7 +313,7 @@ func (c *Producer) initID(ctx context.Context, bump bool) error {
 			pid, epoch = -1, -1
 			continue
 		}
-		if !retriable(err) || attempt >= c.cfg.MaxAttempts || ctx.Err() != nil {
+		if !retriable(err) || c.exhausted(attempt, began) || ctx.Err() != nil {
 			return err
 		}
 		c.backoff(ctx, attempt, true, "init producer id failed; retrying", zap.Error(err))
@@ -347,7 +354,7 @@ func (c *Producer) Wait(ctx context.Context, r *Round) error {
 				b.final, drain = true, true
 				continue
 			}
-			if b.attempts >= c.cfg.MaxAttempts || ctx.Err() != nil {
+			if c.exhausted(b.attempts, b.first) || ctx.Err() != nil {
 				b.final, drain = true, true
 				continue
 			}
@@ -414,7 +421,7 @@ func (c *Producer) collect(ctx context.Context, r *Round) {
 			continue
 		}
 		q.seen = true
-		res, err := q.p.wait(ctx)
+		res, err := c.await(ctx, q)
 		if err == nil {
 			pr, ok := res.(*produceAPI.Response)
 			if !ok {
@@ -431,6 +438,66 @@ func (c *Producer) collect(ctx context.Context, r *Round) {
 		}
 	}
 }
+
+// leaderCheck is how long a produce request may go unanswered before
+// the Producer asks the cluster, every leaderCheck, whether the leader of
+// its partitions moved. A paused or partitioned leader keeps its TCP
+// connection open and never answers; Kafka fences it after
+// broker.session.timeout.ms (9 s by default) and elects new leaders, and
+// the Producer follows them then rather than at the request's deadline
+// (write-timeout).
+const leaderCheck = time.Second
+
+// await waits for q's answer. While it is missing, the Producer checks
+// every leaderCheck whether the leader of one of q's partitions moved
+// (fresh metadata, from any live broker); then it abandons the old
+// leader's connection and returns errLeaderMoved: the batches' outcome is
+// unknown and they are sent again to the new leader (with idempotence
+// the broker discards a copy it already has).
+func (c *Producer) await(ctx context.Context, q *request) (protocol.Message, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, leaderCheck)
+		res, err := q.p.wait(wctx)
+		expired := wctx.Err() != nil
+		cancel()
+		if err == nil || ctx.Err() != nil || !expired {
+			return res, err
+		}
+		if leader := q.batches[0].leader; c.moved(ctx, q.batches) {
+			c.tr.abandon(leader)
+			return nil, fmt.Errorf("broker %d: %w", leader, errLeaderMoved)
+		}
+	}
+}
+
+// moved reports whether fresh metadata names another leader for one of
+// bs's partitions. A metadata failure reports false (the request's own
+// deadline still bounds the wait).
+func (c *Producer) moved(ctx context.Context, bs []*batch) bool {
+	seen := map[string]*metadataAPI.ResponseTopic{}
+	for _, b := range bs {
+		meta, ok := seen[b.topic]
+		if !ok {
+			mctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
+			var err error
+			meta, err = c.tr.metadata(mctx, b.topic, true)
+			cancel()
+			if err != nil {
+				return false
+			}
+			seen[b.topic] = meta
+		}
+		if l := leaderOf(meta, b.partition); l >= 0 && l != b.leader {
+			return true
+		}
+	}
+	return false
+}
+
+// errLeaderMoved: a produce request abandoned unanswered because its
+// partition's leader moved or its broker left the cluster's metadata (the
+// old one paused, cut off, fenced). Its outcome is unknown; it is retried.
+var errLeaderMoved = errors.New("the partition's leader moved, or its broker left the cluster, while the request was in flight")
 
 // answer records each partition's outcome of a produce response. A
 // batch's unknown stays set across a definite refusal of a later attempt
@@ -487,6 +554,10 @@ func (c *Producer) release(ctx context.Context) {
 			}
 		}
 		if len(bs) > 0 {
+			// Leaders may have moved since the round began (a paused
+			// one abandoned); when the lookup fails they go to the
+			// leaders they had and a refusal routes them again.
+			_ = c.leaders(ctx, bs)
 			c.send(ctx, r, bs)
 		}
 	}
@@ -617,10 +688,17 @@ func (c *Producer) result(r *Round) error {
 	return werrs
 }
 
-// backoff waits 100 ms × attempt², at most 2 s (or until ctx is done),
+// exhausted reports whether a retriable failure after attempts tries, the
+// first at first, is to be given up: Config.MaxAttempts tries made and
+// Config.DeliveryTimeout passed.
+func (c *Producer) exhausted(attempts int, first time.Time) bool {
+	return attempts >= c.cfg.MaxAttempts && time.Since(first) >= c.cfg.DeliveryTimeout
+}
+
+// backoff waits 100 ms × attempt², at most 1 s (or until ctx is done),
 // logging msg as a warning (rate-limited) with fields when warn is set.
 func (c *Producer) backoff(ctx context.Context, attempt int, warn bool, msg string, fields ...zap.Field) {
-	delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, 2*time.Second)
+	delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, time.Second)
 	if warn {
 		if ok, suppressed := c.warn.Allow(time.Now()); ok {
 			c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
@@ -733,6 +811,9 @@ func (c *Producer) send(ctx context.Context, r *Round, bs []*batch) {
 	r.reqs = slices.DeleteFunc(r.reqs, func(q *request) bool { return q.seen || q.p == nil })
 	var groups [][]*batch
 	for _, b := range bs {
+		if b.attempts == 0 {
+			b.first = time.Now()
+		}
 		b.attempts++
 		b.held = false
 		b.behind = !c.head(b)
@@ -782,7 +863,7 @@ var errHeld = errors.New("held back until an earlier batch of the partition is a
 // error Kafka marks retriable, a partition left unanswered, or a dropped
 // connection or timeout.
 func retriable(err error) bool {
-	if errors.Is(err, errNoAnswer) {
+	if errors.Is(err, errNoAnswer) || errors.Is(err, errLeaderMoved) {
 		return true
 	}
 	var ke kafka.Error

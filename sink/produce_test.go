@@ -39,6 +39,7 @@ func TestRetriable(t *testing.T) {
 		{context.Canceled, false},
 		{errors.New("unexpected produce response"), false},
 		{fmt.Errorf("t/3: %w", errNoAnswer), true},
+		{fmt.Errorf("broker 3: %w", errLeaderMoved), true},
 	} {
 		if got := retriable(c.err); got != c.want {
 			t.Errorf("retriable(%v) = %v, want %v", c.err, got, c.want)
@@ -73,6 +74,15 @@ type fakeCluster struct {
 	// with a sequence other than 0 (Kafka before 2.5, and 4.5+ on a
 	// partition never written); without it any sequence is accepted.
 	strictFirst bool
+	// A paused leader: requests to a broker in paused are neither
+	// written nor answered until abandoned; metadata names broker 1 the
+	// leader until moveAfter fresh lookups, then moveTo.
+	paused    map[int32]bool
+	stuck     map[int32][]*fakePending
+	moveAfter int
+	moveTo    int32
+	fresh     int
+	abandoned []int32
 }
 
 type fakeSeq struct {
@@ -113,10 +123,17 @@ func (f *fakeCluster) release() {
 	f.held, f.hold = nil, false
 }
 
-func (f *fakeCluster) metadata(_ context.Context, topic string, _ bool) (*metadataAPI.ResponseTopic, error) {
+func (f *fakeCluster) metadata(_ context.Context, topic string, fresh bool) (*metadataAPI.ResponseTopic, error) {
 	t := &metadataAPI.ResponseTopic{Name: topic}
+	leader := int32(1)
+	if fresh {
+		f.fresh++
+	}
+	if f.moveAfter > 0 && f.fresh >= f.moveAfter {
+		leader = f.moveTo
+	}
 	for p := range f.parts {
-		t.Partitions = append(t.Partitions, metadataAPI.ResponsePartition{PartitionIndex: int32(p), LeaderID: 1})
+		t.Partitions = append(t.Partitions, metadataAPI.ResponsePartition{PartitionIndex: int32(p), LeaderID: leader})
 	}
 	return t, nil
 }
@@ -132,10 +149,26 @@ func (f *fakeCluster) initProducerID(_ context.Context, pid int64, epoch int16) 
 }
 
 func (f *fakeCluster) stale() {}
+func (f *fakeCluster) abandon(id int32) {
+	f.abandoned = append(f.abandoned, id)
+	for _, p := range f.stuck[id] {
+		p.err = &net.OpError{Op: "abandon", Net: "tcp", Err: errLeaderMoved}
+		close(p.done)
+	}
+	delete(f.stuck, id)
+}
 func (f *fakeCluster) close() {}
 
-func (f *fakeCluster) produce(_ context.Context, _ int32, req *rawproduce.Request) (pending, error) {
+func (f *fakeCluster) produce(_ context.Context, leader int32, req *rawproduce.Request) (pending, error) {
 	f.reqs++
+	if f.paused[leader] {
+		fp := &fakePending{done: make(chan struct{})}
+		if f.stuck == nil {
+			f.stuck = map[int32][]*fakePending{}
+		}
+		f.stuck[leader] = append(f.stuck[leader], fp)
+		return fp, nil
+	}
 	res := &produceAPI.Response{}
 	lost := false
 	for _, t := range req.Topics {
@@ -222,7 +255,7 @@ func (f *fakeCluster) write(p int32, b []byte) kafka.Error {
 
 func fakeProducer(f *fakeCluster) *Producer {
 	cfg := DefaultConfig()
-	cfg.MaxAttempts = 3
+	cfg.MaxAttempts, cfg.DeliveryTimeout = 3, 0
 	return newProducer(cfg, &kafka.Hash{}, zap.NewNop(), f)
 }
 

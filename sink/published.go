@@ -95,13 +95,9 @@ func newestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[s
 	}
 	out := make(map[int]map[string]string, len(meta.Partitions))
 	for _, p := range meta.Partitions {
-		addr, ok := cl.brokers[p.LeaderID]
-		if !ok {
-			return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
-		}
-		h, err := newest(ctx, cl.sec, addr, topic, int(p.PartitionIndex))
+		h, err := newestRetrying(ctx, cl, topic, p.PartitionIndex)
 		if err != nil {
-			return nil, fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
+			return nil, err
 		}
 		if h != nil {
 			out[int(p.PartitionIndex)] = h
@@ -109,6 +105,64 @@ func newestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[s
 	}
 	return out, nil
 }
+
+// startupRetryFor is how long NewestHeaders keeps asking a partition's
+// leader for its newest record through retriable errors (a leader moving,
+// a broker dead or paused): longer than Kafka's default fencing time
+// (broker.session.timeout.ms, 9 s), after which the leadership moved.
+const startupRetryFor = 20 * time.Second
+
+// newestRetrying is newest on partition's leader (cl's metadata, which
+// a retry of an earlier partition may have refreshed), asking fresh
+// metadata and trying again after a retriable error, for up to
+// startupRetryFor.
+func newestRetrying(ctx context.Context, cl *cluster, topic string, partition int32) (map[string]string, error) {
+	deadline := time.Now().Add(startupRetryFor)
+	meta, err := cl.metadata(ctx, topic, false)
+	if err != nil {
+		return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, partition, err)
+	}
+	first := true
+	for {
+		leader := leaderOf(meta, partition)
+		addr, ok := cl.brokers[leader]
+		var err error
+		if !ok {
+			err = fmt.Errorf("sink: newest record of %s/%d: %w", topic, partition, kafka.LeaderNotAvailable)
+		} else {
+			var h map[string]string
+			// After a failure, a shorter dial: the leader may move any
+			// moment, and a try on the old one holds the next.
+			dial := startupDialTimeout
+			if !first {
+				dial = startupRetryDial
+			}
+			first = false
+			if h, err = newest(ctx, cl.sec, addr, topic, int(partition), dial); err == nil {
+				return h, nil
+			}
+			err = fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, partition, addr, err)
+		}
+		if !retriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+		if fresh, merr := cl.metadata(ctx, topic, true); merr == nil {
+			meta = fresh
+		}
+	}
+}
+
+// startupRetryDial bounds the dial and handshake of the tries after the first.
+const startupRetryDial = time.Second
+
+// startupReadTimeout bounds reading a partition's newest record (a
+// paused leader accepts the connection and never answers).
+const startupReadTimeout = 5 * time.Second
 
 // startupDialTimeout bounds each broker's dial and handshake in
 // Partitions and NewestHeaders before the next broker is tried.
@@ -159,15 +213,18 @@ func clusterPartitions(ctx context.Context, cl *cluster, brokers []string, topic
 
 // newest returns the headers of the partition's newest record, read from
 // its leader; nil when it holds none.
-func newest(ctx context.Context, sec *Security, leader, topic string, partition int) (map[string]string, error) {
-	d := sec.dialer(startupDialTimeout)
+func newest(ctx context.Context, sec *Security, leader, topic string, partition int, dial time.Duration) (map[string]string, error) {
+	d := sec.dialer(dial)
 	host, port, _ := net.SplitHostPort(leader)
 	pn, _ := strconv.Atoi(port)
-	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
+	dctx, cancel := context.WithTimeout(ctx, dial)
+	defer cancel()
+	conn, err := d.DialPartition(dctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(startupReadTimeout))
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
 		return nil, err

@@ -420,12 +420,23 @@ func (s *Security) dialer(timeout time.Duration) *kafka.Dialer {
 }
 
 // DialLeader connects to the leader of topic's partition (found through
-// cfg's brokers) with cfg's security. Errors no retry fixes are
-// *SecurityError.
+// cfg's brokers, asked in turn until one answers) with cfg's security.
+// Errors no retry fixes are *SecurityError.
 func DialLeader(ctx context.Context, cfg Config, topic string, partition int) (*kafka.Conn, error) {
 	s := NewSecurity(cfg)
-	c, err := s.dialer(s.timeout).DialLeader(ctx, "tcp", cfg.Brokers[0], topic, partition)
-	return c, s.explain(ctx, cfg.Brokers[0], err)
+	var errs []error
+	for _, b := range cfg.Brokers {
+		c, err := s.dialer(s.timeout).DialLeader(ctx, "tcp", b, topic, partition)
+		if err == nil {
+			return c, nil
+		}
+		err = s.explain(ctx, b, err)
+		if errors.Is(err, ErrSecurity) || ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", b, err))
+	}
+	return nil, fmt.Errorf("leader of %s/%d: %w", topic, partition, errors.Join(errs...))
 }
 
 // Connection describes one established broker connection (check).

@@ -145,7 +145,7 @@ func TestFaultProduceErrors(t *testing.T) {
 	}{
 		{"victim unanswered x3, the other partitions written (only the victim's batch is resent)", -1, 3, false},
 		{"NOT_LEADER_OR_FOLLOWER x3 (retried by the producer)", 6, 3, false},
-		{"REQUEST_TIMED_OUT x12 (pipeline restarts)", 7, 12, false},
+		{"REQUEST_TIMED_OUT x12 (retried within kafka.delivery-timeout)", 7, 12, false},
 		{"MESSAGE_TOO_LARGE once (records re-sent one by one, all accepted)", 10, 1, false},
 		{"MESSAGE_TOO_LARGE until fixed (fail policy: stop, restart after fix)", 10, 1 << 30, true},
 		{"CORRUPT_MESSAGE x12", 2, 12, false},

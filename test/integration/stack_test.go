@@ -168,6 +168,20 @@ func newEnv(t *testing.T) *env {
 // newEnvNamed is newEnv for a world named after name (several in one test).
 func newEnvNamed(t *testing.T, testName string) *env {
 	t.Helper()
+	e := newTablesNamed(t, testName)
+	createTopic(t, e.topic, partitions)
+	return e
+}
+
+// newTables is newEnv without the topic.
+func newTables(t *testing.T) *env {
+	t.Helper()
+	return newTablesNamed(t, t.Name())
+}
+
+// newTablesNamed is newEnvNamed without the topic.
+func newTablesNamed(t *testing.T, testName string) *env {
+	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(testName)) + "_" + runID
 	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
 		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(32) - 31, dir: t.TempDir()} // ha.server-ids 16 for the publishers, then replay's default
@@ -194,7 +208,6 @@ func newEnvNamed(t *testing.T, testName string) *env {
 			}
 		}
 	}
-	createTopic(t, e.topic, partitions)
 	return e
 }
 
@@ -315,7 +328,7 @@ func (e *env) launch(args ...string) *publisher {
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
-		if e.t.Failed() {
+		if e.t.Failed() || os.Getenv("CDC_KEEP_LOGS") != "" {
 			b, _ := os.ReadFile(logPath)
 			e.t.Logf("publisher log %s:\n%s", logPath, tail(string(b), 40))
 		}
