@@ -1116,6 +1116,11 @@ share.coordinator.state.topic.replication.factor=3
 share.coordinator.state.topic.min.isr=2
 group.initial.rebalance.delay.ms=0
 broker.session.timeout.ms=$CLUSTER_SESSION_MS
+# A broker hands out producer ids (InitProducerId) from blocks it asks the
+# active controller for; with that controller paused the request waits this
+# long (default 30 s) before the broker asks the new one, answering
+# COORDINATOR_LOAD_IN_PROGRESS meanwhile (docs/delivery.md).
+controller.socket.timeout.ms=5000
 unclean.leader.election.enable=false
 message.max.bytes=16777216
 replica.fetch.max.bytes=16777216
