@@ -81,6 +81,8 @@ func main() {
 	out := flag.String("out", "", "append the table to this Markdown file")
 	flag.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the publisher during the drain to this file (then stop after the drain)")
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
+	only := flag.String("only", "", "run one case only: live-cost")
+	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
 	flag.Parse()
 	b.run = time.Now().UTC().Format("20060102150405")
 	b.table = "bench_outbox_" + b.run
@@ -90,6 +92,12 @@ func main() {
 	}
 	ctx := context.Background()
 	start := time.Now()
+	if *only == "live-cost" {
+		b.liveCost(ctx, 5000, 10, 15*time.Second, *costProfile)
+		fmt.Print(b.render(time.Since(start)))
+		b.cleanup(ctx)
+		return
+	}
 	fail(b.setup())
 	from, to := b.backlog()
 	b.throughput(ctx, from, to)
@@ -101,6 +109,7 @@ func main() {
 	b.latency(ctx, 1000, 10*time.Second)
 	b.latency(ctx, 5000, 10*time.Second)
 	b.latency(ctx, 0, 10*time.Second)
+	b.liveCost(ctx, 5000, 10, 15*time.Second, "")
 	b.recovery(ctx)
 	b.dispatcher(ctx)
 	table := b.render(time.Since(start))
@@ -192,7 +201,9 @@ func (b *bench) cleanup(ctx context.Context) {
 	if keys, err := rdb.Keys(ctx, "cdc-outbox:bench:*"+b.run+"*").Result(); err == nil && len(keys) > 0 {
 		rdb.Del(ctx, keys...)
 	}
-	_ = os.RemoveAll(b.dir)
+	if os.Getenv("BENCH_KEEP") == "" {
+		_ = os.RemoveAll(b.dir)
+	}
 }
 
 // createTopic creates a topic whose record timestamps are the broker's
@@ -568,17 +579,23 @@ func lastAppend(ctx context.Context, topic string) (time.Time, int64) {
 // liveWorkload writes rows at rate rows/s (0: as fast as MariaDB takes
 // them) for d, each payload carrying its commit-side timestamp in µs.
 func liveWorkload(table string, rate int, d time.Duration, convs int) int {
+	batch := 1
+	if rate == 0 || rate > 2000 {
+		batch = 10
+	}
+	return liveWorkloadTxns(table, rate, d, convs, func() int { return batch })
+}
+
+// liveWorkloadTxns is liveWorkload with transactions of size() rows.
+func liveWorkloadTxns(table string, rate int, d time.Duration, convs int, size func() int) int {
 	w, err := workload.Open(mysqlAddr, mysqlUser, mysqlPass, mysqlDB, table, "")
 	fail(err)
 	defer w.Close()
 	seq := map[int64]int64{}
 	began := time.Now()
 	n := 0
-	batch := 1
-	if rate == 0 || rate > 2000 {
-		batch = 10
-	}
 	for time.Since(began) < d {
+		batch := size()
 		rows := make([]workload.Row, batch)
 		for i := range rows {
 			c := int64(1 + rand.IntN(convs))
@@ -664,6 +681,52 @@ func (b *bench) latency(ctx context.Context, rate int, d time.Duration) {
 	}
 	b.add(name, fmt.Sprintf("p50 %s, p95 %s, p99 %s, max %s", ms(pct(lat, .5)), ms(pct(lat, .95)), ms(pct(lat, .99)), ms(pct(lat, 1))),
 		fmt.Sprintf("%d events, commit → broker append (LogAppendTime); peak RSS %.1f MB", len(lat), float64(rss)/(1<<20)))
+}
+
+// liveCost: the publisher's CPU (cores: CPU seconds per second) and the
+// commit → broker append latency while rate events/s arrive in
+// transactions of 1–maxRows rows (uniform): the cost per transaction and
+// produce round, which a backlog drain does not show (issue 14 item 6).
+// With pprof set, a CPU profile of the publisher over the window is
+// written there.
+func (b *bench) liveCost(ctx context.Context, rate, maxRows int, d time.Duration, pprof string) {
+	table := fmt.Sprintf("bench_cost_%d_%s", rate, b.run)
+	b.table2(table)
+	topic := "bench.cost." + strconv.Itoa(rate) + "." + b.run
+	createTopic(topic)
+	key := "cdc-outbox:bench:cost" + strconv.Itoa(rate) + ":" + b.run
+	var args []string
+	if pprof != "" {
+		args = append(args, "--pprof", "127.0.0.1:6062")
+	}
+	p := b.start(b.config(table, topic, key), append(args, "--start", "latest")...)
+	p.waitLog("streaming binlog")
+	cpu0, _ := p.cpuAndRSS()
+	t0 := time.Now()
+	var prof errgroup.Group
+	if pprof != "" {
+		secs := int(d.Seconds()) - 1
+		prof.Go(func() error {
+			out, err := exec.Command("curl", "-s", "-o", pprof, fmt.Sprintf("http://127.0.0.1:6062/debug/pprof/profile?seconds=%d", secs)).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+	}
+	n := liveWorkloadTxns(table, rate, d, 1000, func() int { return 1 + rand.IntN(maxRows) })
+	lat := latencies(ctx, topic, n)
+	cpu1, rss := p.cpuAndRSS()
+	wall := time.Since(t0)
+	if err := prof.Wait(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: profile:", err)
+	}
+	p.stop()
+	slices.Sort(lat)
+	cores := float64(cpu1-cpu0) / float64(wall)
+	b.add(fmt.Sprintf("live cost at %d events/s in 1–%d-row transactions", rate, maxRows),
+		fmt.Sprintf("%.3f cores (%.1f µs CPU per event); p50 %s, p99 %s", cores, float64(cpu1-cpu0)/float64(time.Microsecond)/float64(n), ms(pct(lat, .5)), ms(pct(lat, .99))),
+		fmt.Sprintf("%d events over %.1f s incl. the read-back; publisher CPU (user+system) from /proc; peak RSS %.1f MB; target ≤ 0.05 cores, p99 ≤ 5 ms", n, wall.Seconds(), float64(rss)/(1<<20)))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

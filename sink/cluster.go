@@ -41,6 +41,7 @@ type transport interface {
 // pending is a request in flight.
 type pending interface {
 	wait(ctx context.Context) (protocol.Message, error)
+	ready() <-chan struct{} // closed once the answer (or the failure) is in
 }
 
 // metadataTTL is how long a topic's metadata is used without asking

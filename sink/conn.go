@@ -48,6 +48,8 @@ type call struct {
 	done     chan struct{}
 }
 
+func (c *call) ready() <-chan struct{} { return c.done }
+
 // wait returns the call's answer, or ctx's error (the call stays pending
 // on its connection).
 func (c *call) wait(ctx context.Context) (protocol.Message, error) {

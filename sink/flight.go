@@ -25,6 +25,18 @@ type flight struct {
 	began time.Time
 }
 
+// answered returns a channel closed once f's latest requests were all
+// answered (Wait then returns without waiting on the network unless a
+// batch is retried); closed at once for an acknowledgement-only flight.
+func (f *flight) answered() <-chan struct{} {
+	if f.r == nil {
+		return closedChan
+	}
+	return f.r.answered()
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // pipelined reports whether the Writer sends a round before the previous
 // one was acknowledged (the idempotent producer keeps them in order).
 func (w *Writer) pipelined() bool { return w.prod != nil && w.prod.MaxInFlight() > 1 }
@@ -54,7 +66,9 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
 	w.events = append(w.events[:0], w.events[n:]...)
 	w.owns = append(w.owns[:0], w.owns[n:]...)
-	w.msgs, w.owner, w.bytes = make([]kafka.Message, 0, cap(f.msgs)), make([]int, 0, cap(f.owner)), 0
+	// The next round is sized like this one (not like the largest so
+	// far: a trickle after a backlog would clear megabytes per round).
+	w.msgs, w.owner, w.bytes = make([]kafka.Message, 0, max(len(f.msgs), 64)), make([]int, 0, max(len(f.owner), 64)), 0
 	return nil
 }
 

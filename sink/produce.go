@@ -125,6 +125,31 @@ type batch struct {
 	held     bool      // not sent yet: an earlier batch of its partition must be acknowledged first (overtake)
 }
 
+// answered returns the done channel of the first of r's latest requests
+// still unanswered, or a closed channel when every one was answered (or
+// could not be sent). Waiting on it repeatedly until it is closed waits
+// for every answer without a goroutine.
+func (r *Round) answered() <-chan struct{} {
+	for _, q := range r.reqs {
+		if q.seen || q.p == nil {
+			continue
+		}
+		if ch := q.p.ready(); !isClosed(ch) {
+			return ch
+		}
+	}
+	return closedChan
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // request is one Produce request of a round's attempt.
 type request struct {
 	batches []*batch

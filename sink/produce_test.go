@@ -103,6 +103,8 @@ type fakePending struct {
 	done chan struct{}
 }
 
+func (p *fakePending) ready() <-chan struct{} { return p.done }
+
 func (p *fakePending) wait(ctx context.Context) (protocol.Message, error) {
 	select {
 	case <-p.done:

@@ -55,6 +55,7 @@ type Writer struct {
 	prod   *Producer // kw before any wrapping; nil with a fake
 
 	flights []flight // rounds in flight (pipelined), oldest first
+	tick    *time.Timer // bounds Run's wait for the oldest round's answer
 }
 
 // Ack reports an acknowledged run of transactions: every record of them,
@@ -139,7 +140,7 @@ func (w *Writer) Partitions() map[string]int {
 }
 
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
-	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan Ack, 64), log: log,
+	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan Ack, 64), log: log, tick: stoppedTimer(),
 		warn: logging.NewLimiter(time.Second, 10)}
 }
 
@@ -162,11 +163,32 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 		var txn binlog.Txn
 		var ok bool
 		if len(w.flights) > 0 {
-			// Rounds in flight: take what is queued, else acknowledge the oldest.
-			var more bool
-			if txn, ok, more = tryRecv2(in); !more {
+			// Rounds in flight: take what arrives, into the round being
+			// gathered, until the oldest is answered (or has waited
+			// leaderCheck: land follows a leader that moved); then land
+			// it and send what was gathered meanwhile. A trickle of small
+			// transactions so becomes one round per round trip rather
+			// than one per transaction (issue 14: the live cost is per
+			// round), while a backlog still keeps MaxInFlight rounds of
+			// full batches in flight.
+			w.tick.Reset(leaderCheck)
+			var got bool
+			select {
+			case txn, ok = <-in:
+				got = true
+			case <-w.flights[0].answered():
+			case <-w.tick.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if !got {
 				if err := w.land(ctx); err != nil {
 					return err
+				}
+				if len(pending) > 0 {
+					if err := w.flush(ctx, &pending); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -178,6 +200,11 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 			}
 		}
 		if !ok {
+			if len(pending) > 0 {
+				if err := w.flush(ctx, &pending); err != nil {
+					return err
+				}
+			}
 			return w.settle(ctx)
 		}
 		for {
@@ -198,21 +225,20 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 			}
 			break
 		}
+		if w.gathering() {
+			continue // sent once the oldest round in flight is answered
+		}
 		if err := w.flush(ctx, &pending); err != nil {
 			return err
 		}
 	}
 }
 
-// tryRecv2 is a receive that does not block: got reports whether it
-// received (a transaction, or the close: ok false).
-func tryRecv2(in <-chan binlog.Txn) (txn binlog.Txn, ok, got bool) {
-	select {
-	case t, ok := <-in:
-		return t, ok, true
-	default:
-		return binlog.Txn{}, false, false
-	}
+// gathering reports whether the current round keeps gathering
+// transactions rather than being sent now: rounds are in flight
+// (pipelined) and it has room.
+func (w *Writer) gathering() bool {
+	return len(w.flights) > 0 && w.room()
 }
 
 func tryRecv(in <-chan binlog.Txn) (binlog.Txn, bool) {
@@ -561,4 +587,11 @@ func IsFatal(err error) bool {
 		}
 	}
 	return false
+}
+
+// stoppedTimer returns a timer that has not been started.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
