@@ -54,7 +54,7 @@ type Writer struct {
 	obs    Observer
 	prod   *Producer // kw before any wrapping; nil with a fake
 
-	flights []flight // rounds in flight (pipelined), oldest first
+	flights []flight    // rounds in flight (pipelined), oldest first
 	tick    *time.Timer // bounds Run's wait for the oldest round's answer
 }
 
