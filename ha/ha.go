@@ -23,10 +23,18 @@ type Options struct {
 	// Owner is this instance's id (lease.NewOwner() when empty).
 	Owner string
 	// Publisher: the options of every source's Publisher (Fence is set
-	// per ownership term).
+	// per ownership term). Its start options (ExplicitStart, Backfill,
+	// AcceptPartitionChange) are for StartSource alone (PublisherOptions).
 	Publisher pipeline.Options
-	// Observer receives every source's publishing measurements (may be nil).
-	Observer pipeline.Observer
+	// StartSource names the source run's start options are for
+	// (config.Config.ApplyRun); "": every source (one source configured).
+	StartSource string
+	// Observer, when set, returns the observer of the named source's
+	// publishing measurements (e.g. (*health.Metrics).Source: the series
+	// labelled source=<name>); may be called again for a source: return the same observer.
+	// One that has a Forget method is told when a term of the source
+	// ends (its series are then removed until the next term).
+	Observer func(source string) pipeline.Observer
 	// Phase, when set, is Standby while this instance owns no source,
 	// Streaming while it owns one or more.
 	Phase *health.Phase
@@ -223,9 +231,14 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	cfg := p.Config
 	cfg.Source.ServerID = lease.ServerID(p.Config.Source.ServerID, l.Token(), s.cfg.HA.ServerIDs)
 	log.Info("lease acquired: publishing the source", zap.Uint64("token", l.Token()), zap.Uint32("server_id", cfg.Source.ServerID))
-	opts := s.opts.Publisher
+	opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
 	opts.Fence = l
-	pub := pipeline.NewPublisher(cfg, opts, s.opts.Observer, log)
+	obs := s.observer(p.Name)
+	if f, ok := obs.(interface{ Forget() }); ok {
+		// The series of a source are the owner's: a standby exposes none.
+		defer f.Forget()
+	}
+	pub := pipeline.NewPublisher(cfg, opts, obs, log)
 	tctx, handover := context.WithCancel(ctx)
 	defer handover()
 	var g errgroup.Group
@@ -277,6 +290,26 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	return err
 }
 
+// PublisherOptions returns the options of source name's Publisher: o,
+// without its start options (ExplicitStart, Backfill,
+// AcceptPartitionChange) unless they are for name (startSource; "": for
+// every source).
+func PublisherOptions(o pipeline.Options, startSource, name string) pipeline.Options {
+	if startSource != "" && startSource != name {
+		o.ExplicitStart, o.Backfill, o.AcceptPartitionChange = false, false, false
+		o.BackfillProgress = nil
+	}
+	return o
+}
+
+// observer returns source name's observer (nil: none).
+func (s *supervisor) observer(name string) pipeline.Observer {
+	if s.opts.Observer == nil {
+		return nil
+	}
+	return s.opts.Observer(name)
+}
+
 // unfenced runs every source without a lease (ha.enabled: false).
 func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 	errs := make([]error, len(ps))
@@ -284,7 +317,8 @@ func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 	for i, p := range ps {
 		g.Go(func() error {
 			log := s.log.With(zap.String("source", p.Name))
-			if err := pipeline.NewPublisher(p.Config, s.opts.Publisher, s.opts.Observer, log).Run(ctx); err != nil {
+			opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
+			if err := pipeline.NewPublisher(p.Config, opts, s.observer(p.Name), log).Run(ctx); err != nil {
 				if len(ps) > 1 {
 					log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 				}

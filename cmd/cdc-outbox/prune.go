@@ -18,6 +18,7 @@ import (
 
 func pruneCommand() *cobra.Command {
 	var (
+		source   string
 		path     string
 		o        prune.Options
 		olderArg string
@@ -52,7 +53,7 @@ checkpoint's binlog purged, a missing privilege, a failed DELETE: what was
 deleted before is reported); 2 usage, configuration or connection error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadFor(path, config.ScopeOps)
+			cfg, err := config.LoadSource(path, config.ScopeOps, source)
 			if err != nil {
 				return err
 			}
@@ -92,6 +93,7 @@ deleted before is reported); 2 usage, configuration or connection error.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&path, "config", "c", "", "YAML configuration file (source and checkpoint sections are used)")
+	f.StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	f.StringVar(&olderArg, "older-than", "", "only rows whose created_at is older than this: e.g. 7d, 36h, 90m (required)")
 	f.IntVar(&o.Batch, "batch", 1000, "rows per DELETE")
 	f.DurationVar(&o.Sleep, "sleep", 100*time.Millisecond, "pause between batches")
