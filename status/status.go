@@ -244,9 +244,9 @@ func (st Status) Write(w io.Writer) {
 	line("checkpoint", "%s", st.Key)
 	switch {
 	case st.Lease != "":
-		line("  lease", "held by %s (instance id, fencing token)", st.Lease)
+		fmt.Fprintf(w, "  %-12s%s\n", "lease", "held by "+st.Lease+" (instance id, fencing token)")
 	case st.ha:
-		line("  lease", "free: no instance publishes the source now")
+		fmt.Fprintf(w, "  %-12s%s\n", "lease", "free: no instance publishes the source now")
 	}
 	cp := st.Checkpoint
 	if cp != nil {

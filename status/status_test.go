@@ -133,7 +133,7 @@ func TestStatuses(t *testing.T) {
 	var buf bytes.Buffer
 	Statuses{a, b}.Write(&buf)
 	out := buf.String()
-	for _, want := range []string{"source shard1\ncheckpoint   cp:1\n", "  lease      free: no instance publishes the source now", "lag bytes    5", "source shard2\nERROR        dial tcp: refused"} {
+	for _, want := range []string{"source shard1\ncheckpoint   cp:1\n", "  lease       free: no instance publishes the source now", "lag bytes    5", "source shard2\nERROR        dial tcp: refused"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
