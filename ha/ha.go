@@ -56,8 +56,25 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) 
 	if !cfg.HA.Enabled {
 		return s.unfenced(ctx, ps)
 	}
+	if path := cfg.HA.InstanceFile; path != "" {
+		inst, err := lease.ClaimInstance(path, opts.Owner)
+		if err != nil {
+			return err
+		}
+		defer inst.Close()
+		s.previous = inst.Previous
+	}
 	group := checkpoint.NewStore(ps[0].Config.Checkpoint)
 	defer group.Close()
+	if s.previous != "" {
+		// The previous process is dead (it held the instance file until
+		// it died): it no longer counts as alive, and its leases are ours.
+		lctx, cancel := context.WithTimeout(ctx, cfg.HA.RenewEvery())
+		_ = lease.Leave(lctx, group.Client(), cfg.HA.Group, s.previous)
+		cancel()
+		s.log.Info("instance file: taking over at once the leases this instance's previous process still holds",
+			zap.String("instance_file", cfg.HA.InstanceFile), zap.String("previous", s.previous))
+	}
 	s.log.Info("instance starting; sources are published under leases", zap.String("owner", opts.Owner), zap.Int("sources", len(ps)),
 		zap.Duration("lease_ttl", cfg.HA.TTL), zap.Duration("renew", cfg.HA.RenewEvery()), zap.Duration("margin", cfg.HA.StopMargin()))
 	s.setPhase()
@@ -89,6 +106,10 @@ type supervisor struct {
 	opts Options
 	log  *zap.Logger
 	m    *Metrics
+
+	// previous: the id of this instance's previous process (dead), whose
+	// leases are taken at once (ha.instance-file); "" none.
+	previous string
 
 	mu      sync.Mutex
 	sources int // sources still run (a fatally failed one is not)
@@ -196,7 +217,7 @@ func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.N
 		s.mu.Unlock()
 		if may {
 			actx, cancel := context.WithTimeout(ctx, every)
-			l, holder, sent, err := lease.Acquire(actx, rdb, p.Config.Checkpoint.Key, s.opts.Owner, s.cfg.HA.TTL)
+			l, holder, sent, err := lease.AcquireFrom(actx, rdb, p.Config.Checkpoint.Key, s.opts.Owner, s.previous, s.cfg.HA.TTL)
 			cancel()
 			if l != nil {
 				return l, sent, nil
