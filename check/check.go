@@ -113,7 +113,29 @@ func split(err error) []error {
 	return []error{err}
 }
 
-// Run runs every check, printing one line each to r.
+// RunSources runs every check for each source that name selects
+// (config.Config.Selected: every source for ""), each source's lines under
+// a "source <name>" line when there are several; an unknown name is
+// returned (a *config.SourceError), nothing checked.
+func RunSources(ctx context.Context, cfg config.Config, name string, r *Report) error {
+	ps, err := cfg.Selected(name)
+	if err != nil {
+		return err
+	}
+	for i, p := range ps {
+		if len(ps) > 1 {
+			if i > 0 {
+				fmt.Fprintln(r.w)
+			}
+			fmt.Fprintf(r.w, "source %s\n", p.Name)
+		}
+		Run(ctx, p.Config, r)
+	}
+	return nil
+}
+
+// Run runs every check of one source (cfg without a sources list, e.g.
+// one of config.Config.Pipelines), printing one line each to r.
 func Run(ctx context.Context, cfg config.Config, r *Report) {
 	src := cfg.Source
 	// A preflight reports a server_id conflict at once instead of waiting

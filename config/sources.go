@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
@@ -112,24 +113,159 @@ func (c Config) Pipelines() []Named {
 }
 
 // Select returns the configuration of the source named name (for the
-// commands that act on one source: check, status, checkpoint, replay);
-// "" selects the only one, or fails naming the sources.
+// commands that act on one source: checkpoint, replay, prune, verify,
+// dead-letter, and check or status given --source). "" selects the only
+// source; with several it fails with a *SourceError naming them.
 func (c Config) Select(name string) (Config, error) {
-	ps := c.Pipelines()
-	if name == "" && len(ps) == 1 {
-		return ps[0].Config, nil
+	ps, err := c.Selected(name)
+	if err != nil {
+		return Config{}, err
 	}
-	var names []string
+	if len(ps) > 1 {
+		return Config{}, &SourceError{Names: names(c.Pipelines()), Need: true}
+	}
+	return ps[0].Config, nil
+}
+
+// Selected returns the sources a command covering every source (check,
+// status) acts on: all of them for "", else the one named name (a
+// *SourceError when there is none).
+func (c Config) Selected(name string) ([]Named, error) {
+	ps := c.Pipelines()
+	if name == "" {
+		return ps, nil
+	}
 	for _, p := range ps {
 		if p.Name == name {
-			return p.Config, nil
+			return []Named{p}, nil
 		}
-		names = append(names, p.Name)
 	}
-	if name == "" {
-		return Config{}, fmt.Errorf("the configuration has %d sources (%v): name one", len(ps), names)
+	return nil, &SourceError{Name: name, Names: names(ps)}
+}
+
+// LoadSource is LoadFor(path, s) followed by Select(name), the selected
+// source validated for s too (ScopeCheckpoint validates only the
+// top-level checkpoint section otherwise).
+func LoadSource(path string, s Scope, name string) (Config, error) {
+	cfg, err := LoadFor(path, s)
+	if err != nil {
+		return cfg, err
 	}
-	return Config{}, fmt.Errorf("no source named %q; the configuration has %v", name, names)
+	one, err := cfg.Select(name)
+	if err != nil {
+		return one, err
+	}
+	return one, one.Check(s)
+}
+
+func names(ps []Named) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// SourceError is a --source that names no source of the configuration,
+// or its absence where one of several sources must be chosen.
+type SourceError struct {
+	Name  string   // the name given ("" when none was)
+	Names []string // the configuration's sources
+	Need  bool     // the command acts on one source and none was named
+	// Flags, when set, are the options that need the source named (run's
+	// start options).
+	Flags []string
+}
+
+func (e *SourceError) Error() string {
+	list := strings.Join(e.Names, ", ")
+	switch {
+	case e.Name != "":
+		return fmt.Sprintf("--source %q: no such source; the configuration has %s", e.Name, list)
+	case len(e.Flags) > 0:
+		return fmt.Sprintf("%s: the configuration has %d sources (%s) and these options apply to one: add --source NAME (or set them per source in the configuration: sources[i].source.start, sources[i].source.backfill, sources[i].checkpoint.recover)",
+			strings.Join(e.Flags, ", "), len(e.Names), list)
+	default:
+		return fmt.Sprintf("the configuration has %d sources (%s) and this command acts on one: add --source NAME", len(e.Names), list)
+	}
+}
+
+// RunFlags are run's one-off start options. Like a connector's offsets
+// and snapshot mode in Kafka Connect, they belong to one source: with a
+// sources list they need Source (--source), and apply to it alone; the
+// other sources start as their configuration says.
+type RunFlags struct {
+	// Source: --source, the source the options apply to ("": the only one).
+	Source string
+	// Start: --start when given (StartSet).
+	Start    string
+	StartSet bool
+	// Recover: --recover-checkpoint; Backfill: --backfill;
+	// AcceptPartitionChange: --accept-partition-change.
+	Recover, Backfill, AcceptPartitionChange bool
+}
+
+// Any reports whether a start option is given.
+func (f RunFlags) Any() bool {
+	return f.StartSet || f.Recover || f.Backfill || f.AcceptPartitionChange
+}
+
+func (f RunFlags) given() []string {
+	var out []string
+	for _, o := range []struct {
+		set  bool
+		name string
+	}{{f.StartSet, "--start"}, {f.Recover, "--recover-checkpoint"}, {f.Backfill, "--backfill"}, {f.AcceptPartitionChange, "--accept-partition-change"}} {
+		if o.set {
+			out = append(out, o.name)
+		}
+	}
+	return out
+}
+
+// ApplyRun applies f to the source it names (source.start,
+// checkpoint.recover, source.backfill of that source) and returns the
+// source's name ("" for a configuration without a sources list, where
+// they apply to the one source). It fails with a *SourceError when the
+// options need a source named (several sources, none named), when the
+// name is unknown, or when --source is given without a start option (run
+// publishes every source; --source only says which one the options are for).
+func (c *Config) ApplyRun(f RunFlags) (string, error) {
+	ps := c.Pipelines()
+	if f.Source != "" && !f.Any() {
+		return "", fmt.Errorf("run --source %q: run publishes every source of the configuration; --source names the source --start, --recover-checkpoint, --backfill or --accept-partition-change apply to: give one of them, or drop --source", f.Source)
+	}
+	if !f.Any() {
+		return "", nil
+	}
+	set := func(src *binlog.Config, cp *checkpoint.Config) {
+		if f.StartSet {
+			src.Start = f.Start
+		}
+		if f.Recover {
+			cp.Recover = true
+		}
+		if f.Backfill {
+			src.Backfill = true
+		}
+	}
+	if len(c.Sources) == 0 {
+		if f.Source != "" && f.Source != ps[0].Name {
+			return "", &SourceError{Name: f.Source, Names: names(ps)}
+		}
+		set(&c.Source, &c.Checkpoint)
+		return "", nil
+	}
+	if f.Source == "" {
+		return "", &SourceError{Names: names(ps), Need: true, Flags: f.given()}
+	}
+	for i := range c.Sources {
+		if c.Sources[i].Name == f.Source {
+			set(&c.Sources[i].Source, &c.Sources[i].Checkpoint)
+			return f.Source, nil
+		}
+	}
+	return "", &SourceError{Name: f.Source, Names: names(ps)}
 }
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -184,4 +320,12 @@ func (c *Config) validateSources() error {
 		ids[s.Source.Addr] = append(ids[s.Source.Addr], me)
 	}
 	return errors.Join(errs...)
+}
+
+// Backfills reports whether the one source of a single-source
+// configuration is set to backfill (source.backfill): run then draws the
+// backfill's progress bar. With several sources the log says it.
+func (c Config) Backfills() bool {
+	ps := c.Pipelines()
+	return len(ps) == 1 && ps[0].Config.Source.Backfill
 }

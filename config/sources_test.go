@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,90 @@ func TestSourcesValidate(t *testing.T) {
 	_, err = Load(writeConfig(t, strings.Split(sourcesYAML, "sources:")[0]+"sources:\n  - name: x\n    sourcee: {}\n"))
 	if err == nil || !strings.Contains(err.Error(), "sources[0]") || !strings.Contains(err.Error(), "sourcee") {
 		t.Errorf("unknown key in an entry: %v", err)
+	}
+}
+
+// The commands' choice of source: Select for one, Selected for every
+// source or one, ApplyRun for run's start options; each refusal names the
+// sources and the fix.
+func TestSelectSources(t *testing.T) {
+	clearEnv(t)
+	path := writeConfig(t, sourcesYAML)
+	cfg, err := LoadFor(path, ScopeRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := cfg.Selected(""); err != nil || len(ps) != 2 {
+		t.Fatalf("Selected(\"\") = %v %v", ps, err)
+	}
+	if ps, err := cfg.Selected("shard2"); err != nil || len(ps) != 1 || ps[0].Config.Source.Addr != "db2:3306" {
+		t.Fatalf("Selected(shard2) = %v %v", ps, err)
+	}
+	var se *SourceError
+	if _, err := cfg.Selected("shard3"); !errors.As(err, &se) || !strings.Contains(err.Error(), `--source "shard3": no such source; the configuration has shard1, shard2`) {
+		t.Fatalf("Selected(shard3) = %v", err)
+	}
+	if _, err := cfg.Select(""); !errors.As(err, &se) || !se.Need || !strings.Contains(err.Error(), "2 sources (shard1, shard2)") || !strings.Contains(err.Error(), "--source NAME") {
+		t.Fatalf("Select(\"\") = %v", err)
+	}
+	one, err := LoadSource(path, ScopeCheckpoint, "shard2")
+	if err != nil || one.Checkpoint.Key != "cp:shard2" || one.Checkpoint.Interval != 3*time.Second || one.Sources != nil {
+		t.Fatalf("LoadSource(shard2) = %+v %v", one.Checkpoint, err)
+	}
+	if _, err := LoadSource(path, ScopeOps, ""); err == nil {
+		t.Fatal("LoadSource of two sources without a name succeeded")
+	}
+	single := writeConfig(t, strings.Split(sourcesYAML, "sources:")[0])
+	if one, err := LoadSource(single, ScopeOps, ""); err != nil || one.Source.Addr != "db:3306" {
+		t.Fatalf("LoadSource of a single source = %v", err)
+	}
+	if _, err := LoadSource(single, ScopeOps, "default"); err != nil {
+		t.Fatalf("--source default of a single source: %v", err)
+	}
+
+	for _, c := range []struct {
+		name  string
+		flags RunFlags
+		want  string // error; "" none
+		to    string // the source the options went to
+	}{
+		{"no options", RunFlags{}, "", ""},
+		{"start without --source", RunFlags{Start: "earliest", StartSet: true, Recover: false}, "--start: the configuration has 2 sources (shard1, shard2) and these options apply to one: add --source NAME", ""},
+		{"recover and backfill without --source", RunFlags{Recover: true, Backfill: true}, "--recover-checkpoint, --backfill: the configuration has 2 sources", ""},
+		{"--source alone", RunFlags{Source: "shard1"}, "run publishes every source", ""},
+		{"unknown source", RunFlags{Source: "x", StartSet: true, Start: "latest"}, `--source "x": no such source`, ""},
+		{"start of shard2", RunFlags{Source: "shard2", StartSet: true, Start: "earliest", Recover: true}, "", "shard2"},
+		{"backfill of shard1", RunFlags{Source: "shard1", Backfill: true}, "", "shard1"},
+	} {
+		c2 := cfg
+		c2.Sources = append([]SourceConfig(nil), cfg.Sources...)
+		to, err := c2.ApplyRun(c.flags)
+		if c.want != "" {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: ApplyRun = %v, want %q", c.name, err, c.want)
+			}
+			continue
+		}
+		if err != nil || to != c.to {
+			t.Errorf("%s: ApplyRun = %q %v, want %q", c.name, to, err, c.to)
+			continue
+		}
+		for _, p := range c2.Pipelines() {
+			mine := p.Name == c.to
+			if got := p.Config.Source.Start; (got == c.flags.Start && c.flags.StartSet) != (mine && c.flags.StartSet) || (!mine && got != "latest") {
+				t.Errorf("%s: source %s start %q", c.name, p.Name, got)
+			}
+			if p.Config.Checkpoint.Recover != (mine && c.flags.Recover) || p.Config.Source.Backfill != (mine && c.flags.Backfill) {
+				t.Errorf("%s: source %s recover %v backfill %v", c.name, p.Name, p.Config.Checkpoint.Recover, p.Config.Source.Backfill)
+			}
+		}
+	}
+	// Without a sources list the options apply to the one source.
+	s, _ := LoadFor(single, ScopeRun)
+	if to, err := s.ApplyRun(RunFlags{StartSet: true, Start: "earliest", Backfill: true}); err != nil || to != "" || s.Source.Start != "earliest" || !s.Source.Backfill || !s.Backfills() {
+		t.Fatalf("single ApplyRun = %q %v %+v", to, err, s.Source)
+	}
+	if _, err := s.ApplyRun(RunFlags{Source: "shard1", Recover: true}); err == nil {
+		t.Fatal("single ApplyRun with another source's name succeeded")
 	}
 }

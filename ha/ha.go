@@ -23,10 +23,18 @@ type Options struct {
 	// Owner is this instance's id (lease.NewOwner() when empty).
 	Owner string
 	// Publisher: the options of every source's Publisher (Fence is set
-	// per ownership term).
+	// per ownership term). Its start options (ExplicitStart, Backfill,
+	// AcceptPartitionChange) are for StartSource alone (PublisherOptions).
 	Publisher pipeline.Options
-	// Observer receives every source's publishing measurements (may be nil).
-	Observer pipeline.Observer
+	// StartSource names the source run's start options are for
+	// (config.Config.ApplyRun); "": every source (one source configured).
+	StartSource string
+	// Observer, when set, returns the observer of the named source's
+	// publishing measurements (e.g. (*health.Metrics).Source: the series
+	// labelled source=<name>); may be called again for a source: return the same observer.
+	// One that has a Forget method is told when a term of the source
+	// ends (its series are then removed until the next term).
+	Observer func(source string) pipeline.Observer
 	// Phase, when set, is Standby while this instance owns no source,
 	// Streaming while it owns one or more.
 	Phase *health.Phase
@@ -48,8 +56,25 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) 
 	if !cfg.HA.Enabled {
 		return s.unfenced(ctx, ps)
 	}
+	if path := cfg.HA.InstanceFile; path != "" {
+		inst, err := lease.ClaimInstance(path, opts.Owner)
+		if err != nil {
+			return err
+		}
+		defer inst.Close()
+		s.previous = inst.Previous
+	}
 	group := checkpoint.NewStore(ps[0].Config.Checkpoint)
 	defer group.Close()
+	if s.previous != "" {
+		// The previous process is dead (it held the instance file until
+		// it died): it no longer counts as alive, and its leases are ours.
+		lctx, cancel := context.WithTimeout(ctx, cfg.HA.RenewEvery())
+		_ = lease.Leave(lctx, group.Client(), cfg.HA.Group, s.previous)
+		cancel()
+		s.log.Info("instance file: taking over at once the leases this instance's previous process still holds",
+			zap.String("instance_file", cfg.HA.InstanceFile), zap.String("previous", s.previous))
+	}
 	s.log.Info("instance starting; sources are published under leases", zap.String("owner", opts.Owner), zap.Int("sources", len(ps)),
 		zap.Duration("lease_ttl", cfg.HA.TTL), zap.Duration("renew", cfg.HA.RenewEvery()), zap.Duration("margin", cfg.HA.StopMargin()))
 	s.setPhase()
@@ -81,6 +106,10 @@ type supervisor struct {
 	opts Options
 	log  *zap.Logger
 	m    *Metrics
+
+	// previous: the id of this instance's previous process (dead), whose
+	// leases are taken at once (ha.instance-file); "" none.
+	previous string
 
 	mu      sync.Mutex
 	sources int // sources still run (a fatally failed one is not)
@@ -188,7 +217,7 @@ func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.N
 		s.mu.Unlock()
 		if may {
 			actx, cancel := context.WithTimeout(ctx, every)
-			l, holder, sent, err := lease.Acquire(actx, rdb, p.Config.Checkpoint.Key, s.opts.Owner, s.cfg.HA.TTL)
+			l, holder, sent, err := lease.AcquireFrom(actx, rdb, p.Config.Checkpoint.Key, s.opts.Owner, s.previous, s.cfg.HA.TTL)
 			cancel()
 			if l != nil {
 				return l, sent, nil
@@ -223,9 +252,14 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	cfg := p.Config
 	cfg.Source.ServerID = lease.ServerID(p.Config.Source.ServerID, l.Token(), s.cfg.HA.ServerIDs)
 	log.Info("lease acquired: publishing the source", zap.Uint64("token", l.Token()), zap.Uint32("server_id", cfg.Source.ServerID))
-	opts := s.opts.Publisher
+	opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
 	opts.Fence = l
-	pub := pipeline.NewPublisher(cfg, opts, s.opts.Observer, log)
+	obs := s.observer(p.Name)
+	if f, ok := obs.(interface{ Forget() }); ok {
+		// The series of a source are the owner's: a standby exposes none.
+		defer f.Forget()
+	}
+	pub := pipeline.NewPublisher(cfg, opts, obs, log)
 	tctx, handover := context.WithCancel(ctx)
 	defer handover()
 	var g errgroup.Group
@@ -277,6 +311,26 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	return err
 }
 
+// PublisherOptions returns the options of source name's Publisher: o,
+// without its start options (ExplicitStart, Backfill,
+// AcceptPartitionChange) unless they are for name (startSource; "": for
+// every source).
+func PublisherOptions(o pipeline.Options, startSource, name string) pipeline.Options {
+	if startSource != "" && startSource != name {
+		o.ExplicitStart, o.Backfill, o.AcceptPartitionChange = false, false, false
+		o.BackfillProgress = nil
+	}
+	return o
+}
+
+// observer returns source name's observer (nil: none).
+func (s *supervisor) observer(name string) pipeline.Observer {
+	if s.opts.Observer == nil {
+		return nil
+	}
+	return s.opts.Observer(name)
+}
+
 // unfenced runs every source without a lease (ha.enabled: false).
 func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 	errs := make([]error, len(ps))
@@ -284,7 +338,8 @@ func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 	for i, p := range ps {
 		g.Go(func() error {
 			log := s.log.With(zap.String("source", p.Name))
-			if err := pipeline.NewPublisher(p.Config, s.opts.Publisher, s.opts.Observer, log).Run(ctx); err != nil {
+			opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
+			if err := pipeline.NewPublisher(p.Config, opts, s.observer(p.Name), log).Run(ctx); err != nil {
 				if len(ps) > 1 {
 					log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 				}

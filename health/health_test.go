@@ -115,6 +115,7 @@ func TestEndpoints(t *testing.T) {
 	reg := NewRegistry()
 	phase := NewPhase("connecting")
 	m := NewMetrics(BuildInfo{Version: "1.2.3", Commit: "abc", Date: "2026-01-01T00:00:00Z"})
+	m.Source("default")
 	statusErr := errors.New("redis: connection refused")
 	var fail bool
 	mux, err := NewMux(Endpoints{Live: reg, Ready: phase, Metrics: m.Handler(),
@@ -181,7 +182,7 @@ func TestEndpoints(t *testing.T) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, want := range []string{"cdc_outbox_pipeline_restarts_total 0", `cdc_outbox_build_info{commit="abc",date="2026-01-01T00:00:00Z"`, "go_goroutines"} {
+	for _, want := range []string{`cdc_outbox_pipeline_restarts_total{source="default"} 0`, `cdc_outbox_build_info{commit="abc",date="2026-01-01T00:00:00Z"`, "go_goroutines"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

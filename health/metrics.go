@@ -26,25 +26,30 @@ type BuildInfo struct {
 }
 
 // Metrics are the publisher's Prometheus metrics, one registry per
-// process, living across pipeline restarts. It implements sink.Observer.
-// Every series without a label, and every labelled series whose label
-// values are known in advance (result, reason), exists from the start,
-// at 0 for counters; per-topic series exist once InitTopics named the
-// topic (or the first record for it was produced). Gauges that are not
-// known yet are NaN, never a made-up 0.
+// process, living across pipeline restarts. Each source the process
+// publishes reports to its own Source (Metrics.Source), whose series carry
+// the label source=<name> (sources[i].name; "default" without a sources
+// list), so that several sources in one process stay apart. A source's
+// series exist while this instance publishes it (from Source to Forget: a
+// standby of a source exposes none of them, only cdc_outbox_standby).
+// Every series without another label, and every labelled series whose
+// label values are known in advance (result, reason), exists from the
+// source's start, at 0 for counters; per-topic series exist once
+// InitTopics named the topic (or the first record for it was produced).
+// Gauges that are not known yet are NaN, never a made-up 0.
 //
 // Publishing (reported by the sink's Writer as its Observer):
 //
-//	cdc_outbox_records_produced_total{topic}       records acknowledged by Kafka (acks=all); dead letters under the dead-letter topic
-//	cdc_outbox_records_failed_total{topic}         records whose produce call failed after the producer's retries (sent again after the pipeline restarts)
-//	cdc_outbox_produce_seconds{result}             histogram: one produce call (a round) until acknowledged or given up; result ok or error
-//	cdc_outbox_acked_commit_timestamp_seconds      commit time of the newest acknowledged transaction (1 s resolution)
-//	cdc_outbox_last_ack_timestamp_seconds          when the newest acknowledgement happened
-//	cdc_outbox_ack_delay_seconds                   commit → acknowledgement of that transaction, at that moment (frozen between acknowledgements)
-//	cdc_outbox_records_dead_lettered_total{reason} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason
-//	cdc_outbox_poison_records_total{reason}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
+//	cdc_outbox_records_produced_total{source,topic}       records acknowledged by Kafka (acks=all); dead letters under the dead-letter topic
+//	cdc_outbox_records_failed_total{source,topic}         records whose produce call failed after the producer's retries (sent again after the pipeline restarts)
+//	cdc_outbox_produce_seconds{source,result}             histogram: one produce call (a round) until acknowledged or given up; result ok or error
+//	cdc_outbox_acked_commit_timestamp_seconds{source}     commit time of the newest acknowledged transaction (1 s resolution)
+//	cdc_outbox_last_ack_timestamp_seconds{source}         when the newest acknowledgement happened
+//	cdc_outbox_ack_delay_seconds{source}                  commit → acknowledgement of that transaction, at that moment (frozen between acknowledgements)
+//	cdc_outbox_records_dead_lettered_total{source,reason} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason
+//	cdc_outbox_poison_records_total{source,reason}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
 //
-// Pipeline and source (reported by run):
+// Pipeline and source (reported by run), each labelled {source}:
 //
 //	cdc_outbox_pipeline_restarts_total             pipeline restarts after retryable errors
 //	cdc_outbox_purged_skips_total                  resumes that skipped a purged binlog range (source.on-purged earliest/latest)
@@ -57,6 +62,9 @@ type BuildInfo struct {
 //	cdc_outbox_checkpoint_write_errors_total       failed checkpoint writes (retried at the next interval)
 //	cdc_outbox_retention_headroom_bytes            binlog bytes from the start of the oldest binlog the server keeps to the checkpoint (NaN until measured)
 //	cdc_outbox_retention_headroom_seconds          time until the server's binlog expiry may purge the checkpoint's file (NaN until measured or without expiry)
+//
+// Process:
+//
 //	cdc_outbox_build_info{version,commit,date,goversion}  1
 //
 // plus the Go runtime (go_*) and process (process_*) collectors.
@@ -66,6 +74,35 @@ type Metrics struct {
 	produced *prometheus.CounterVec
 	failed   *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
+	commitTS *prometheus.GaugeVec
+	ackTS    *prometheus.GaugeVec
+	delay    *prometheus.GaugeVec
+	dead     *prometheus.CounterVec
+	poison   *prometheus.CounterVec
+	restarts *prometheus.CounterVec
+	purged   *prometheus.CounterVec
+
+	connected   *prometheus.GaugeVec
+	caughtUpG   *prometheus.GaugeVec
+	bytesBehind *prometheus.GaugeVec
+	cpSavedTS   *prometheus.GaugeVec
+	cpErrors    *prometheus.CounterVec
+	headBytes   *prometheus.GaugeVec
+	headSeconds *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	sources map[string]*Source
+}
+
+// Source is one source's metrics: the series labelled source=<name>. It
+// implements sink.Observer and checkpoint.Observer (pipeline.Observer).
+type Source struct {
+	m        *Metrics
+	name     string
+	now      func() time.Time
+	produced *prometheus.CounterVec
+	failed   *prometheus.CounterVec
+	seconds  prometheus.ObserverVec
 	commitTS prometheus.Gauge
 	ackTS    prometheus.Gauge
 	delay    prometheus.Gauge
@@ -100,71 +137,142 @@ type Metrics struct {
 // poisonReasons are the values of the reason label known in advance.
 var poisonReasons = []sink.Reason{sink.ReasonInvalidJSON, sink.ReasonTooLarge, sink.ReasonBrokerTooLarge, sink.ReasonInvalidTopic}
 
+// LabelSource is the label naming the source of a series.
+const LabelSource = "source"
+
+var (
+	secondsBehindDesc = prometheus.NewDesc(Prefix+"seconds_behind_source",
+		"Seconds the publisher is behind the source, computed at scrape time: 0 while caught up (at the end of the binlog, everything read acknowledged); otherwise now minus the later of the newest acknowledged commit time and the last moment it was caught up, so it keeps growing while the publisher is behind, stalled or disconnected (1 s resolution). NaN while neither is known.",
+		[]string{LabelSource}, nil)
+	checkpointAgeDesc = prometheus.NewDesc(Prefix+"checkpoint_age_seconds",
+		"Seconds that acknowledged progress has waited to be written to the checkpoint, computed at scrape time; 0 when the stored checkpoint is the newest acknowledged position (an idle publisher's checkpoint is not old).",
+		[]string{LabelSource}, nil)
+)
+
 // NewMetrics returns the metrics registered on a new registry.
 func NewMetrics(b BuildInfo) *Metrics {
+	src := []string{LabelSource}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		now: time.Now,
+		reg:     prometheus.NewRegistry(),
+		now:     time.Now,
+		sources: map[string]*Source{},
 		produced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_produced_total",
-			Help: "Records acknowledged by Kafka (acks=all), by topic; dead letters count under the dead-letter topic."}, []string{"topic"}),
+			Help: "Records acknowledged by Kafka (acks=all), by source and topic; dead letters count under the dead-letter topic."}, []string{LabelSource, "topic"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_failed_total",
-			Help: "Records whose produce call failed after the producer's retries, by topic; the pipeline sends them again after its restart."}, []string{"topic"}),
+			Help: "Records whose produce call failed after the producer's retries, by source and topic; the pipeline sends them again after its restart."}, []string{LabelSource, "topic"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Prefix + "produce_seconds",
-			Help:    "Duration of a produce call (one round of records, until acknowledged or given up), by result.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"result"}),
-		commitTS: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "acked_commit_timestamp_seconds",
-			Help: "Commit time (binlog event timestamp, 1 s resolution) of the newest transaction acknowledged by Kafka; NaN until the first."}),
-		ackTS: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "last_ack_timestamp_seconds",
-			Help: "Unix time of the newest acknowledgement of a transaction; NaN until the first."}),
-		delay: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "ack_delay_seconds",
-			Help: "Commit to acknowledgement of the newest acknowledged transaction (1 s resolution), at that moment; it does not move between acknowledgements (use seconds_behind_source for lag)."}),
+			Help:    "Duration of a produce call (one round of records, until acknowledged or given up), by source and result.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{LabelSource, "result"}),
+		commitTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "acked_commit_timestamp_seconds",
+			Help: "Commit time (binlog event timestamp, 1 s resolution) of the newest transaction of the source acknowledged by Kafka; NaN until the first."}, src),
+		ackTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "last_ack_timestamp_seconds",
+			Help: "Unix time of the newest acknowledgement of a transaction of the source; NaN until the first."}, src),
+		delay: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "ack_delay_seconds",
+			Help: "Commit to acknowledgement of the source's newest acknowledged transaction (1 s resolution), at that moment; it does not move between acknowledgements (use seconds_behind_source for lag)."}, src),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_dead_lettered_total",
-			Help: "Dead-letter records acknowledged by Kafka (kafka.on-poison: dead-letter), by poison reason (the dlq_reason header)."}, []string{"reason"}),
+			Help: "Dead-letter records acknowledged by Kafka (kafka.on-poison: dead-letter), by source and poison reason (the dlq_reason header)."}, []string{LabelSource, "reason"}),
 		poison: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "poison_records_total",
-			Help: "Poison records found, by reason: dead-lettered ones, and the one that stopped the publisher under kafka.on-poison: fail."}, []string{"reason"}),
-		restarts: prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + "pipeline_restarts_total",
-			Help: "Pipeline restarts from the last acknowledged position after retryable errors (broker, database, network)."}),
-		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + "purged_skips_total",
-			Help: "Resumes that skipped a purged binlog range under source.on-purged earliest or latest: those events are not published."}),
-		connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "source_connected",
-			Help: "1 while the replication connection to the source is up, 0 otherwise."}),
-		caughtUpG: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "source_caught_up",
-			Help: "1 while the reader is at the end of the source's binlog and everything it read is acknowledged, 0 otherwise."}),
-		bytesBehind: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "bytes_behind_source",
-			Help: "Binlog bytes from the newest acknowledged position to the source's end of the binlog (every event, not only the outbox's: an upper bound of the work left); NaN until measured."}),
-		cpSavedTS: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "checkpoint_saved_timestamp_seconds",
-			Help: "Unix time of the last successful checkpoint write; NaN until the first."}),
-		cpErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + "checkpoint_write_errors_total",
-			Help: "Checkpoint writes to Redis that failed (retried at the next checkpoint.interval; publishing goes on)."}),
-		headBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "retention_headroom_bytes",
-			Help: "Binlog bytes from the start of the oldest binlog the source keeps to the checkpoint: what purging may remove before the checkpoint's file goes; NaN until measured."}),
-		headSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "retention_headroom_seconds",
-			Help: "Seconds until the source's binlog expiry (binlog_expire_logs_seconds / expire_logs_days) may purge the checkpoint's binlog file; NaN until measured or when the server does not expire binlogs."}),
+			Help: "Poison records found, by source and reason: dead-lettered ones, and the one that stopped the publisher under kafka.on-poison: fail."}, []string{LabelSource, "reason"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "pipeline_restarts_total",
+			Help: "Pipeline restarts of the source from the last acknowledged position after retryable errors (broker, database, network)."}, src),
+		purged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "purged_skips_total",
+			Help: "Resumes of the source that skipped a purged binlog range under source.on-purged earliest or latest: those events are not published."}, src),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "source_connected",
+			Help: "1 while the replication connection to the source is up, 0 otherwise."}, src),
+		caughtUpG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "source_caught_up",
+			Help: "1 while the reader is at the end of the source's binlog and everything it read is acknowledged, 0 otherwise."}, src),
+		bytesBehind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "bytes_behind_source",
+			Help: "Binlog bytes from the newest acknowledged position to the source's end of the binlog (every event, not only the outbox's: an upper bound of the work left); NaN until measured."}, src),
+		cpSavedTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "checkpoint_saved_timestamp_seconds",
+			Help: "Unix time of the source's last successful checkpoint write; NaN until the first."}, src),
+		cpErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "checkpoint_write_errors_total",
+			Help: "Checkpoint writes of the source to Redis that failed (retried at the next checkpoint.interval; publishing goes on)."}, src),
+		headBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "retention_headroom_bytes",
+			Help: "Binlog bytes from the start of the oldest binlog the source keeps to the checkpoint: what purging may remove before the checkpoint's file goes; NaN until measured."}, src),
+		headSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "retention_headroom_seconds",
+			Help: "Seconds until the source's binlog expiry (binlog_expire_logs_seconds / expire_logs_days) may purge the checkpoint's binlog file; NaN until measured or when the server does not expire binlogs."}, src),
 	}
-	for _, g := range []prometheus.Gauge{m.commitTS, m.ackTS, m.delay, m.bytesBehind, m.cpSavedTS, m.headBytes, m.headSeconds} {
-		g.Set(math.NaN())
-	}
-	for _, r := range []string{"ok", "error"} {
-		m.seconds.WithLabelValues(r)
-	}
-	for _, r := range poisonReasons {
-		m.dead.WithLabelValues(string(r))
-		m.poison.WithLabelValues(string(r))
-	}
-	behind := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: Prefix + "seconds_behind_source",
-		Help: "Seconds the publisher is behind the source, computed at scrape time: 0 while caught up (at the end of the binlog, everything read acknowledged); otherwise now minus the later of the newest acknowledged commit time and the last moment it was caught up, so it keeps growing while the publisher is behind, stalled or disconnected (1 s resolution). NaN while neither is known."},
-		m.SecondsBehind)
-	cpAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: Prefix + "checkpoint_age_seconds",
-		Help: "Seconds that acknowledged progress has waited to be written to the checkpoint, computed at scrape time; 0 when the stored checkpoint is the newest acknowledged position (an idle publisher's checkpoint is not old)."},
-		m.CheckpointAge)
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "build_info",
 		Help: "1, labelled with the binary's version, commit, build date and Go version."}, []string{"version", "commit", "date", "goversion"})
 	info.WithLabelValues(b.Version, b.Commit, b.Date, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.commitTS, m.ackTS, m.delay, m.dead, m.poison,
-		m.restarts, m.purged, m.connected, m.caughtUpG, behind, m.bytesBehind, cpAge, m.cpSavedTS, m.cpErrors,
+		m.restarts, m.purged, m.connected, m.caughtUpG, scraped{m}, m.bytesBehind, m.cpSavedTS, m.cpErrors,
 		m.headBytes, m.headSeconds, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Source returns the metrics of the source named name, creating its
+// series (counters at 0, unknown gauges NaN) the first time; later calls
+// return the same Source until Forget.
+func (m *Metrics) Source(name string) *Source {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.sources[name]; s != nil {
+		return s
+	}
+	l := prometheus.Labels{LabelSource: name}
+	s := &Source{m: m, name: name, now: m.now,
+		produced: m.produced.MustCurryWith(l), failed: m.failed.MustCurryWith(l), seconds: m.seconds.MustCurryWith(l),
+		commitTS: m.commitTS.With(l), ackTS: m.ackTS.With(l), delay: m.delay.With(l),
+		dead: m.dead.MustCurryWith(l), poison: m.poison.MustCurryWith(l), restarts: m.restarts.With(l), purged: m.purged.With(l),
+		connected: m.connected.With(l), caughtUpG: m.caughtUpG.With(l), bytesBehind: m.bytesBehind.With(l),
+		cpSavedTS: m.cpSavedTS.With(l), cpErrors: m.cpErrors.With(l), headBytes: m.headBytes.With(l), headSeconds: m.headSeconds.With(l),
+	}
+	for _, g := range []prometheus.Gauge{s.commitTS, s.ackTS, s.delay, s.bytesBehind, s.cpSavedTS, s.headBytes, s.headSeconds} {
+		g.Set(math.NaN())
+	}
+	for _, r := range []string{"ok", "error"} {
+		s.seconds.WithLabelValues(r)
+	}
+	for _, r := range poisonReasons {
+		s.dead.WithLabelValues(string(r))
+		s.poison.WithLabelValues(string(r))
+	}
+	m.sources[name] = s
+	return s
+}
+
+// Forget deletes the source's series: this instance no longer publishes
+// it (its lease went to another instance, package ha), so it must not
+// expose a frozen lag or a disconnected source. Source(name) starts anew.
+func (s *Source) Forget() {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sources[s.name] != s {
+		return
+	}
+	delete(m.sources, s.name)
+	l := prometheus.Labels{LabelSource: s.name}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.produced, m.failed, m.seconds, m.commitTS, m.ackTS, m.delay,
+		m.dead, m.poison, m.restarts, m.purged, m.connected, m.caughtUpG, m.bytesBehind, m.cpSavedTS, m.cpErrors, m.headBytes, m.headSeconds} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// Name is the source's name (the value of its source label).
+func (s *Source) Name() string { return s.name }
+
+// scraped collects the gauges computed at scrape time, one per source.
+type scraped struct{ m *Metrics }
+
+func (c scraped) Describe(ch chan<- *prometheus.Desc) {
+	ch <- secondsBehindDesc
+	ch <- checkpointAgeDesc
+}
+
+func (c scraped) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	ss := make([]*Source, 0, len(c.m.sources))
+	for _, s := range c.m.sources {
+		ss = append(ss, s)
+	}
+	c.m.mu.Unlock()
+	for _, s := range ss {
+		ch <- prometheus.MustNewConstMetric(secondsBehindDesc, prometheus.GaugeValue, s.SecondsBehind(), s.name)
+		ch <- prometheus.MustNewConstMetric(checkpointAgeDesc, prometheus.GaugeValue, s.CheckpointAge(), s.name)
+	}
 }
 
 // Registry is the registry the metrics are on (to add more, or gather in tests).
@@ -178,10 +286,10 @@ func (m *Metrics) Handler() http.Handler {
 // InitTopics creates the per-topic series of topics at 0 (the fixed
 // router.topic and the dead-letter topic at start; a template's topics as
 // they are first written).
-func (m *Metrics) InitTopics(topics ...string) {
+func (s *Source) InitTopics(topics ...string) {
 	for _, t := range topics {
-		m.produced.WithLabelValues(t)
-		m.failed.WithLabelValues(t)
+		s.produced.WithLabelValues(t)
+		s.failed.WithLabelValues(t)
 	}
 }
 
@@ -189,34 +297,34 @@ func (m *Metrics) InitTopics(topics ...string) {
 // under kafka.on-poison: dead-letter): its acknowledged records count in
 // records_dead_lettered_total and poison_records_total by their
 // dlq_reason header. Empty: none.
-func (m *Metrics) SetDeadLetterTopic(topic string) {
-	m.deadLetterTopic.Store(&topic)
+func (s *Source) SetDeadLetterTopic(topic string) {
+	s.deadLetterTopic.Store(&topic)
 	if topic != "" {
-		m.InitTopics(topic)
+		s.InitTopics(topic)
 	}
 }
 
 // Produced implements sink.Observer.
-func (m *Metrics) Produced(msgs []kafka.Message, d time.Duration, err error) {
+func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
 	}
-	m.seconds.WithLabelValues(result).Observe(d.Seconds())
+	s.seconds.WithLabelValues(result).Observe(d.Seconds())
 	var werrs kafka.WriteErrors
 	partial := errors.As(err, &werrs) && len(werrs) == len(msgs)
 	dlq := ""
-	if p := m.deadLetterTopic.Load(); p != nil {
+	if p := s.deadLetterTopic.Load(); p != nil {
 		dlq = *p
 	}
 	// Count in runs of one topic: a round usually has one.
 	var ok, bad int
 	flush := func(topic string) {
 		if ok > 0 {
-			m.produced.WithLabelValues(topic).Add(float64(ok))
+			s.produced.WithLabelValues(topic).Add(float64(ok))
 		}
 		if bad > 0 {
-			m.failed.WithLabelValues(topic).Add(float64(bad))
+			s.failed.WithLabelValues(topic).Add(float64(bad))
 		}
 		ok, bad = 0, 0
 	}
@@ -227,7 +335,7 @@ func (m *Metrics) Produced(msgs []kafka.Message, d time.Duration, err error) {
 		if err == nil || partial && werrs[i] == nil {
 			ok++
 			if dlq != "" && msgs[i].Topic == dlq {
-				m.deadLettered(&msgs[i])
+				s.deadLettered(&msgs[i])
 			}
 		} else {
 			bad++
@@ -238,7 +346,7 @@ func (m *Metrics) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	}
 }
 
-func (m *Metrics) deadLettered(msg *kafka.Message) {
+func (s *Source) deadLettered(msg *kafka.Message) {
 	reason := "unknown"
 	for _, h := range msg.Headers {
 		if h.Key == sink.HeaderDLQReason {
@@ -246,43 +354,43 @@ func (m *Metrics) deadLettered(msg *kafka.Message) {
 			break
 		}
 	}
-	m.dead.WithLabelValues(reason).Inc()
-	m.poison.WithLabelValues(reason).Inc()
+	s.dead.WithLabelValues(reason).Inc()
+	s.poison.WithLabelValues(reason).Inc()
 }
 
 // PoisonStopped counts the poison record that stopped the publisher under
 // kafka.on-poison: fail (a *sink.PoisonError's Reason).
-func (m *Metrics) PoisonStopped(reason sink.Reason) { m.poison.WithLabelValues(string(reason)).Inc() }
+func (s *Source) PoisonStopped(reason sink.Reason) { s.poison.WithLabelValues(string(reason)).Inc() }
 
 // Acked implements sink.Observer: p is the end of an acknowledged run of
 // transactions, p.Time the commit time of its last one.
-func (m *Metrics) Acked(p binlog.Position) {
-	now := m.now()
-	m.ackTS.Set(float64(now.UnixNano()) / 1e9)
-	m.mu.Lock()
+func (s *Source) Acked(p binlog.Position) {
+	now := s.now()
+	s.ackTS.Set(float64(now.UnixNano()) / 1e9)
+	s.mu.Lock()
 	if !p.Time.IsZero() {
-		m.commitTS.Set(float64(p.Time.Unix()))
-		m.delay.Set(max(now.Sub(p.Time).Seconds(), 0))
-		if p.Time.After(m.lastCommit) {
-			m.lastCommit = p.Time
+		s.commitTS.Set(float64(p.Time.Unix()))
+		s.delay.Set(max(now.Sub(p.Time).Seconds(), 0))
+		if p.Time.After(s.lastCommit) {
+			s.lastCommit = p.Time
 		}
 	}
-	if p != m.lastAcked {
-		m.lastAcked = p
-		if !m.pending {
-			m.pending, m.pendingSince = true, now
+	if p != s.lastAcked {
+		s.lastAcked = p
+		if !s.pending {
+			s.pending, s.pendingSince = true, now
 		}
 	}
-	m.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // Restarted counts a pipeline restart.
-func (m *Metrics) Restarted() { m.restarts.Inc() }
+func (s *Source) Restarted() { s.restarts.Inc() }
 
 // PurgedSkip counts a skipped purged range and returns the count so far.
-func (m *Metrics) PurgedSkip() uint64 {
-	m.purged.Inc()
-	return m.purgedN.Add(1)
+func (s *Source) PurgedSkip() uint64 {
+	s.purged.Inc()
+	return s.purgedN.Add(1)
 }
 
 // SourceState reports the reader's connection and whether it is caught
@@ -290,36 +398,36 @@ func (m *Metrics) PurgedSkip() uint64 {
 // read equals SHOW BINARY LOG STATUS) with everything it read
 // acknowledged. Call it on every change; connected false implies not
 // caught up.
-func (m *Metrics) SourceState(connected, caughtUp bool) {
+func (s *Source) SourceState(connected, caughtUp bool) {
 	caughtUp = caughtUp && connected
-	now := m.now()
-	m.mu.Lock()
-	if m.isConnected && m.isCaughtUp && !caughtUp {
-		m.okUntil = now
+	now := s.now()
+	s.mu.Lock()
+	if s.isConnected && s.isCaughtUp && !caughtUp {
+		s.okUntil = now
 	}
-	m.isConnected, m.isCaughtUp = connected, caughtUp
-	m.mu.Unlock()
-	m.connected.Set(b2f(connected))
-	m.caughtUpG.Set(b2f(caughtUp))
+	s.isConnected, s.isCaughtUp = connected, caughtUp
+	s.mu.Unlock()
+	s.connected.Set(b2f(connected))
+	s.caughtUpG.Set(b2f(caughtUp))
 }
 
 // SeedCommitTime gives the commit time known before anything is
 // acknowledged (the checkpoint's event_time at start), so that a
 // publisher that cannot connect at all shows its lag growing from there.
-func (m *Metrics) SeedCommitTime(t time.Time) {
-	m.mu.Lock()
-	if t.After(m.lastCommit) {
-		m.lastCommit = t
+func (s *Source) SeedCommitTime(t time.Time) {
+	s.mu.Lock()
+	if t.After(s.lastCommit) {
+		s.lastCommit = t
 	}
-	m.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // SecondsBehind is the value of cdc_outbox_seconds_behind_source now.
-func (m *Metrics) SecondsBehind() float64 {
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return SecondsBehind(m.isConnected && m.isCaughtUp, m.lastCommit, m.okUntil, now)
+func (s *Source) SecondsBehind() float64 {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SecondsBehind(s.isConnected && s.isCaughtUp, s.lastCommit, s.okUntil, now)
 }
 
 // SecondsBehind decides the lag: 0 when caught up; otherwise the seconds
@@ -343,46 +451,46 @@ func SecondsBehind(caughtUp bool, lastCommit, okUntil, now time.Time) float64 {
 // SetBytesBehind reports the binlog bytes from the newest acknowledged
 // position to the end of the binlog (binlog.Headroom-style arithmetic over
 // SHOW BINARY LOGS); n < 0: unknown (NaN).
-func (m *Metrics) SetBytesBehind(n int64) { m.bytesBehind.Set(intOrNaN(n)) }
+func (s *Source) SetBytesBehind(n int64) { s.bytesBehind.Set(intOrNaN(n)) }
 
 // CheckpointSaved reports a successful checkpoint write of p.
-func (m *Metrics) CheckpointSaved(p binlog.Position) {
-	now := m.now()
-	m.cpSavedTS.Set(float64(now.UnixNano()) / 1e9)
-	m.mu.Lock()
-	if p == m.lastAcked {
-		m.pending = false
+func (s *Source) CheckpointSaved(p binlog.Position) {
+	now := s.now()
+	s.cpSavedTS.Set(float64(now.UnixNano()) / 1e9)
+	s.mu.Lock()
+	if p == s.lastAcked {
+		s.pending = false
 	} else {
 		// Acknowledged while it was written: waiting since at least now.
-		m.pending, m.pendingSince = true, now
+		s.pending, s.pendingSince = true, now
 	}
-	m.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // CheckpointFailed counts a failed checkpoint write.
-func (m *Metrics) CheckpointFailed() { m.cpErrors.Inc() }
+func (s *Source) CheckpointFailed() { s.cpErrors.Inc() }
 
 // CheckpointAge is the value of cdc_outbox_checkpoint_age_seconds now.
-func (m *Metrics) CheckpointAge() float64 {
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.pending {
+func (s *Source) CheckpointAge() float64 {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending {
 		return 0
 	}
-	return max(now.Sub(m.pendingSince).Seconds(), 0)
+	return max(now.Sub(s.pendingSince).Seconds(), 0)
 }
 
 // SetRetentionHeadroom reports the checkpoint's distance from the purge:
 // bytes from the start of the oldest binlog kept to the checkpoint (< 0:
 // unknown), and the time until the server's expiry may purge the
 // checkpoint's file (< 0: unknown or no expiry).
-func (m *Metrics) SetRetentionHeadroom(bytes int64, d time.Duration) {
-	m.headBytes.Set(intOrNaN(bytes))
+func (s *Source) SetRetentionHeadroom(bytes int64, d time.Duration) {
+	s.headBytes.Set(intOrNaN(bytes))
 	if d < 0 {
-		m.headSeconds.Set(math.NaN())
+		s.headSeconds.Set(math.NaN())
 	} else {
-		m.headSeconds.Set(d.Seconds())
+		s.headSeconds.Set(d.Seconds())
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 func TestMetricsObserver(t *testing.T) {
-	m := NewMetrics(BuildInfo{})
+	m := NewMetrics(BuildInfo{}).Source("default")
 	msgs := func(topics ...string) []kafka.Message {
 		out := make([]kafka.Message, len(topics))
 		for i, tp := range topics {
@@ -58,7 +58,7 @@ func TestMetricsObserver(t *testing.T) {
 		t.Errorf("PurgedSkip = %d, want 1", n)
 	}
 
-	srv := httptest.NewServer(m.Handler())
+	srv := httptest.NewServer(m.m.Handler())
 	defer srv.Close()
 	res, err := srv.Client().Get(srv.URL)
 	if err != nil {
@@ -66,8 +66,8 @@ func TestMetricsObserver(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, want := range []string{`cdc_outbox_records_produced_total{topic="a"} 4`, "cdc_outbox_pipeline_restarts_total 1",
-		"cdc_outbox_purged_skips_total 1", `cdc_outbox_produce_seconds_count{result="error"} 2`, "go_goroutines", "process_resident_memory_bytes"} {
+	for _, want := range []string{`cdc_outbox_records_produced_total{source="default",topic="a"} 4`, `cdc_outbox_pipeline_restarts_total{source="default"} 1`,
+		`cdc_outbox_purged_skips_total{source="default"} 1`, `cdc_outbox_produce_seconds_count{result="error",source="default"} 2`, "go_goroutines", "process_resident_memory_bytes"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -77,10 +77,10 @@ func TestMetricsObserver(t *testing.T) {
 // Every counter exists at 0 before anything happened, and the gauges that
 // are not known yet are NaN rather than a misleading 0.
 func TestMetricsFromTheStart(t *testing.T) {
-	m := NewMetrics(BuildInfo{Version: "v1.0.0"})
+	m := NewMetrics(BuildInfo{Version: "v1.0.0"}).Source("default")
 	m.InitTopics("im.events")
 	m.SetDeadLetterTopic("im.dlq")
-	fams, err := m.Registry().Gather()
+	fams, err := m.m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestMetricsFromTheStart(t *testing.T) {
 }
 
 func TestDeadLetterCounts(t *testing.T) {
-	m := NewMetrics(BuildInfo{})
+	m := NewMetrics(BuildInfo{}).Source("default")
 	m.SetDeadLetterTopic("dlq")
 	dl := func(reason sink.Reason) kafka.Message {
 		return kafka.Message{Topic: "dlq", Headers: []kafka.Header{{Key: "event_id", Value: []byte("1")}, {Key: sink.HeaderDLQReason, Value: []byte(reason)}}}
@@ -171,7 +171,7 @@ func TestSecondsBehind(t *testing.T) {
 // The gauge keeps growing while the publisher is disconnected: it is not
 // frozen at the last acknowledgement like ack_delay_seconds.
 func TestSecondsBehindGrowsWhileDisconnected(t *testing.T) {
-	m := NewMetrics(BuildInfo{})
+	m := NewMetrics(BuildInfo{}).Source("default")
 	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	m.now = func() time.Time { return clock }
 	m.SeedCommitTime(clock.Add(-10 * time.Second)) // the checkpoint's event_time
@@ -208,7 +208,7 @@ func TestSecondsBehindGrowsWhileDisconnected(t *testing.T) {
 }
 
 func TestCheckpointAge(t *testing.T) {
-	m := NewMetrics(BuildInfo{})
+	m := NewMetrics(BuildInfo{}).Source("default")
 	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	m.now = func() time.Time { return clock }
 	p1 := binlog.Position{File: "f", Pos: 100}
@@ -256,7 +256,7 @@ func TestRetentionHeadroom(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
-	m := NewMetrics(BuildInfo{})
+	m := NewMetrics(BuildInfo{}).Source("default")
 	m.SetRetentionHeadroom(1<<20, time.Hour)
 	if testutil.ToFloat64(m.headBytes) != 1<<20 || testutil.ToFloat64(m.headSeconds) != 3600 {
 		t.Errorf("headroom gauges %v %v", testutil.ToFloat64(m.headBytes), testutil.ToFloat64(m.headSeconds))
@@ -264,5 +264,63 @@ func TestRetentionHeadroom(t *testing.T) {
 	m.SetRetentionHeadroom(-1, -1)
 	if !math.IsNaN(testutil.ToFloat64(m.headBytes)) || !math.IsNaN(testutil.ToFloat64(m.headSeconds)) {
 		t.Errorf("unknown headroom not NaN")
+	}
+}
+
+// Two sources in one process report to series of their own (the source
+// label), the scrape-time gauges included; Forget removes a source's
+// series (its lease moved to another instance) and Source starts anew.
+func TestMetricsPerSource(t *testing.T) {
+	all := NewMetrics(BuildInfo{})
+	a, b := all.Source("shard1"), all.Source("shard2")
+	if all.Source("shard1") != a {
+		t.Fatal("Source returned another Source for the same name")
+	}
+	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	a.now, b.now = func() time.Time { return clock }, func() time.Time { return clock }
+	a.Produced([]kafka.Message{{Topic: "t"}, {Topic: "t"}}, time.Millisecond, nil)
+	b.Produced([]kafka.Message{{Topic: "t"}}, time.Millisecond, nil)
+	a.SourceState(true, true)
+	b.SeedCommitTime(clock.Add(-7 * time.Second))
+	b.Restarted()
+	gather := func() string {
+		var sb strings.Builder
+		srv := httptest.NewServer(all.Handler())
+		defer srv.Close()
+		res, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		sb.Write(body)
+		return sb.String()
+	}
+	body := gather()
+	for _, want := range []string{
+		`cdc_outbox_records_produced_total{source="shard1",topic="t"} 2`,
+		`cdc_outbox_records_produced_total{source="shard2",topic="t"} 1`,
+		`cdc_outbox_seconds_behind_source{source="shard1"} 0`,
+		`cdc_outbox_seconds_behind_source{source="shard2"} 7`,
+		`cdc_outbox_source_connected{source="shard1"} 1`,
+		`cdc_outbox_source_connected{source="shard2"} 0`,
+		`cdc_outbox_pipeline_restarts_total{source="shard1"} 0`,
+		`cdc_outbox_pipeline_restarts_total{source="shard2"} 1`,
+		`cdc_outbox_checkpoint_age_seconds{source="shard2"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	b.Forget()
+	body = gather()
+	if strings.Contains(body, `source="shard2"`) {
+		t.Errorf("series of shard2 after Forget:\n%s", body)
+	}
+	if !strings.Contains(body, `cdc_outbox_records_produced_total{source="shard1",topic="t"} 2`) {
+		t.Errorf("Forget of shard2 removed shard1's series")
+	}
+	if c := all.Source("shard2"); c == b || testutil.ToFloat64(c.restarts) != 0 {
+		t.Errorf("Source after Forget is not new")
 	}
 }

@@ -32,6 +32,13 @@ type Config struct {
 	// Group names the set of instances that share sources (the Redis key
 	// of their liveness); instances with the same configuration share it.
 	Group string `yaml:"group" env:"GROUP"`
+	// InstanceFile, when set, is a file on a local file system that this
+	// instance alone uses (in Kubernetes: on an emptyDir of the pod). It
+	// is locked (flock) while the process runs and keeps the process's id,
+	// so that a process restarted after a crash (kill -9, OOM kill) takes
+	// over the leases its dead predecessor still holds at once instead of
+	// waiting up to TTL for them to expire (ClaimInstance). "": none.
+	InstanceFile string `yaml:"instance-file" env:"INSTANCE_FILE"`
 }
 
 // DefaultConfig returns the defaults.

@@ -29,11 +29,12 @@ func NewOwner() string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
-// acquireScript: KEYS lease, fence, checkpoint; ARGV owner, ttl ms.
-// Replies {1, token} or {0, holder}.
+// acquireScript: KEYS lease, fence, checkpoint; ARGV owner, ttl ms,
+// prev (the id of this instance's dead previous process, or ""): a lease
+// held by prev is taken as if free. Replies {1, token} or {0, holder}.
 var acquireScript = redis.NewScript(`
 local holder = redis.call('GET', KEYS[1])
-if holder then return {0, holder} end
+if holder and (ARGV[3] == '' or string.match(holder, '^(%S+) ') ~= ARGV[3]) then return {0, holder} end
 local token = redis.call('INCR', KEYS[2])
 local cp = redis.call('GET', KEYS[3])
 if cp then
@@ -117,8 +118,17 @@ var ErrLost = errors.New("lease lost")
 // <token>") when another instance holds it. sent is when the request was
 // sent (the Keeper's first deadline counts from it).
 func Acquire(ctx context.Context, rdb redis.Scripter, key, owner string, ttl time.Duration) (l *Lease, holder string, sent time.Time, err error) {
+	return AcquireFrom(ctx, rdb, key, owner, "", ttl)
+}
+
+// AcquireFrom is Acquire that also takes the lease when its holder is
+// prev: the id of this instance's previous process, known dead because
+// this process holds its instance file (ClaimInstance). The new term's
+// token is greater, so anything the dead process left in flight is
+// fenced as after an expiry; prev "" is Acquire.
+func AcquireFrom(ctx context.Context, rdb redis.Scripter, key, owner, prev string, ttl time.Duration) (l *Lease, holder string, sent time.Time, err error) {
 	sent = time.Now()
-	res, err := acquireScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(key), checkpoint.FenceKey(key), key}, owner, ttl.Milliseconds()).Slice()
+	res, err := acquireScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(key), checkpoint.FenceKey(key), key}, owner, ttl.Milliseconds(), prev).Slice()
 	if err != nil {
 		return nil, "", sent, wrap("acquire "+checkpoint.LeaseKey(key), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,61 @@ func TestHeartbeat(t *testing.T) {
 	_ = Leave(ctx, rdb, "g", "b")
 	if n, _ := rdb.ZCard(ctx, "g").Result(); n != 0 {
 		t.Fatalf("after Leave: %d", n)
+	}
+}
+
+// The instance file: one process at a time holds it; the next one learns
+// the previous process's id.
+func TestClaimInstance(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "instance")
+	a, err := ClaimInstance(path, "host-a")
+	if err != nil || a.Previous != "" {
+		t.Fatalf("first claim = %+v %v", a, err)
+	}
+	if _, err := ClaimInstance(path, "host-b"); !errors.Is(err, ErrInstanceInUse) || !strings.Contains(err.Error(), "ha.instance-file "+path) {
+		t.Fatalf("claim while held = %v, want ErrInstanceInUse naming the file", err)
+	}
+	a.Close() // the process ends (the kernel drops the lock of a killed one alike)
+	b, err := ClaimInstance(path, "host-b")
+	if err != nil || b.Previous != "host-a" {
+		t.Fatalf("claim after the first ended = %+v %v, want previous host-a", b, err)
+	}
+	b.Close()
+	if c, err := ClaimInstance(path, "host-c"); err != nil || c.Previous != "host-b" {
+		t.Fatalf("third claim = %+v %v", c, err)
+	} else {
+		c.Close()
+	}
+	if _, err := ClaimInstance(filepath.Join(path, "x"), "h"); err == nil || !strings.Contains(err.Error(), "ha.instance-file") {
+		t.Fatalf("claim of an impossible path = %v", err)
+	}
+}
+
+// AcquireFrom takes a lease held by the given previous process at once,
+// with a greater token (the dead holder's renewals are refused), and no
+// other holder's.
+func TestAcquireFromPrevious(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	const key = "cdc-outbox:prev"
+	a, _, _, err := Acquire(ctx, rdb, key, "host-a", time.Minute)
+	if err != nil || a == nil {
+		t.Fatal(err)
+	}
+	if b, holder, _, err := AcquireFrom(ctx, rdb, key, "host-b", "host-x", time.Minute); err != nil || b != nil || holder != "host-a 1" {
+		t.Fatalf("AcquireFrom another's previous = %+v %q %v, want held by host-a 1", b, holder, err)
+	}
+	if b, holder, _, err := AcquireFrom(ctx, rdb, key, "host-b", "host-", time.Minute); err != nil || b != nil || holder != "host-a 1" {
+		t.Fatalf("AcquireFrom a prefix of the holder = %+v %q %v", b, holder, err)
+	}
+	b, _, _, err := AcquireFrom(ctx, rdb, key, "host-b", "host-a", time.Minute)
+	if err != nil || b == nil || b.Token() != 2 {
+		t.Fatalf("AcquireFrom the previous process = %+v %v, want token 2", b, err)
+	}
+	if h, _ := Holder(ctx, rdb, key); h != "host-b 2" {
+		t.Fatalf("holder %q", h)
+	}
+	if ok, _ := Release(ctx, rdb, a); ok {
+		t.Fatal("the previous process released the new term's lease")
 	}
 }

@@ -13,12 +13,16 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/lease"
 	"go.uber.org/zap"
 )
 
 // Status is the output of the status command: the checkpoint, the
 // server's binlog end and the lag between them.
 type Status struct {
+	// Source names the source (sources[i].name; "default" without a
+	// sources list).
+	Source     string                 `json:"source"`
 	Key        string                 `json:"key"`
 	Checkpoint *checkpoint.Checkpoint `json:"checkpoint"`
 	// End is the server's current end of the binlog.
@@ -36,9 +40,16 @@ type Status struct {
 	AgeSeconds *float64 `json:"age_seconds"`
 	// Retention: how close the checkpoint is to the oldest binlog kept.
 	Retention *Retention `json:"retention"`
+	// Lease: the source's lease holder, "<instance id> <token>" (package
+	// lease); "" when nobody holds it or ha.enabled is false.
+	Lease string `json:"lease,omitempty"`
 	// Problem: why the exit Status is 1; empty when fine.
 	Problem string `json:"problem,omitempty"`
-	now     time.Time
+	// Error: why the status of the source could not be read (ReadSources
+	// of several sources; Read returns it instead).
+	Error string `json:"error,omitempty"`
+	now   time.Time
+	ha    bool // ha.enabled: the lease line is printed
 }
 
 // Read reads the checkpoint and the server's binlog end and computes the
@@ -46,12 +57,17 @@ type Status struct {
 func Read(ctx context.Context, cfg config.Config, log *zap.Logger) (Status, error) {
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
-	st := Status{Key: store.Key(), now: time.Now()}
+	st := Status{Source: "default", Key: store.Key(), now: time.Now()}
 	cp, err := store.Load(ctx)
 	if errors.Is(err, checkpoint.ErrCorrupt) {
 		st.Problem = err.Error()
 	} else if err != nil {
 		return st, err
+	}
+	if st.ha = cfg.HA.Enabled; st.ha {
+		if st.Lease, err = lease.Holder(ctx, store.Client(), store.Key()); err != nil {
+			return st, err
+		}
 	}
 	srv, err := binlog.Connect(ctx, cfg.Source, log.Named("source"))
 	if err != nil {
@@ -72,6 +88,73 @@ func Read(ctx context.Context, cfg config.Config, log *zap.Logger) (Status, erro
 		log.Warn("cannot read the binlog expiry settings", zap.Error(err))
 	}
 	return st, nil
+}
+
+// Statuses are the statuses of several sources (ReadSources).
+type Statuses []Status
+
+// ReadSources reads the status of the sources of cfg that name selects
+// (config.Config.Selected: every source for ""). With one source it is
+// Read (its error returned); with several, a source that cannot be read
+// has its Error set, the others are read all the same, and the joined
+// errors (each naming its source) are returned with them.
+func ReadSources(ctx context.Context, cfg config.Config, name string, log *zap.Logger) (Statuses, error) {
+	ps, err := cfg.Selected(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make(Statuses, len(ps))
+	var errs []error
+	for i, p := range ps {
+		st, err := Read(ctx, p.Config, log.With(zap.String("source", p.Name)))
+		st.Source = p.Name
+		if err != nil {
+			if len(ps) == 1 {
+				return nil, err
+			}
+			st.Error = err.Error()
+			errs = append(errs, fmt.Errorf("source %s: %w", p.Name, err))
+		}
+		out[i] = st
+	}
+	return out, errors.Join(errs...)
+}
+
+// JSON is the value status --json prints (and /status serves): the one
+// status as an object, several as an array of them.
+func (ss Statuses) JSON() any {
+	if len(ss) == 1 {
+		return ss[0]
+	}
+	return []Status(ss)
+}
+
+// Problem returns the first source's problem ("" when none has one).
+func (ss Statuses) Problem() string {
+	for _, st := range ss {
+		if st.Problem != "" {
+			return fmt.Sprintf("source %s: %s", st.Source, st.Problem)
+		}
+	}
+	return ""
+}
+
+// Write prints the statuses, each under a "source <name>" line when there
+// are several.
+func (ss Statuses) Write(w io.Writer) {
+	for i, st := range ss {
+		if len(ss) > 1 {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "source %s\n", st.Source)
+			if st.Error != "" {
+				fmt.Fprintf(w, "%-13s%s\n", "ERROR", st.Error)
+				continue
+			}
+		}
+		st.Write(w)
+	}
 }
 
 // compute fills the lag fields from cp (nil: none) and the server's
@@ -159,6 +242,12 @@ func (st Status) Write(w io.Writer) {
 		fmt.Fprintf(w, "%-13s%s\n", name, fmt.Sprintf(format, a...))
 	}
 	line("checkpoint", "%s", st.Key)
+	switch {
+	case st.Lease != "":
+		fmt.Fprintf(w, "  %-12s%s\n", "lease", "held by "+st.Lease+" (instance id, fencing token)")
+	case st.ha:
+		fmt.Fprintf(w, "  %-12s%s\n", "lease", "free: no instance publishes the source now")
+	}
 	cp := st.Checkpoint
 	if cp != nil {
 		WriteCheckpoint(w, "  ", cp, st.now)

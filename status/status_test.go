@@ -123,3 +123,34 @@ func TestStatusRetention(t *testing.T) {
 		t.Error("missing variables reported")
 	}
 }
+
+// Several sources print under their names (an unreadable one with its
+// error) and as a JSON array; one prints as before, as an object.
+func TestStatuses(t *testing.T) {
+	n := int64(5)
+	a := Status{Source: "shard1", Key: "cp:1", LagBytes: &n, ha: true}
+	b := Status{Source: "shard2", Key: "cp:2", Error: "dial tcp: refused"}
+	var buf bytes.Buffer
+	Statuses{a, b}.Write(&buf)
+	out := buf.String()
+	for _, want := range []string{"source shard1\ncheckpoint   cp:1\n", "  lease       free: no instance publishes the source now", "lag bytes    5", "source shard2\nERROR        dial tcp: refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	buf.Reset()
+	Statuses{a}.Write(&buf)
+	if strings.Contains(buf.String(), "source shard1") {
+		t.Errorf("one source printed under its name:\n%s", buf.String())
+	}
+	if _, ok := (Statuses{a}).JSON().(Status); !ok {
+		t.Errorf("JSON of one source is not an object")
+	}
+	if v, ok := (Statuses{a, b}).JSON().([]Status); !ok || len(v) != 2 {
+		t.Errorf("JSON of two sources is not an array of them")
+	}
+	a.Problem = "no checkpoint"
+	if p := (Statuses{b, a}).Problem(); p != "source shard1: no checkpoint" {
+		t.Errorf("Problem = %q", p)
+	}
+}

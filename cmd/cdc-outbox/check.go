@@ -8,7 +8,7 @@ import (
 )
 
 func checkCommand() *cobra.Command {
-	var path string
+	var path, source string
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Preflight: check the source, the topics and Redis without starting",
@@ -25,6 +25,8 @@ check with OK or FAIL and, for a failure, the fix:
   checkpoint   readable; its binlog file is on the server; the partition counts
                stored with it match the topics; without one, a start option is set
 
+With a sources list, every source is checked (each under a "source <name>"
+line), or the one --source names.
 Exit status: 0 when every check passes; 1 when any fails; 2 on usage or
 configuration errors.`,
 		Args: cobra.NoArgs,
@@ -42,7 +44,9 @@ configuration errors.`,
 			defer func() { _ = log.Sync() }()
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
 			r := check.NewReport(cmd.OutOrStdout())
-			check.Run(ctx, cfg, r)
+			if err := check.RunSources(ctx, cfg, source, r); err != nil {
+				return err
+			}
 			r.Summary()
 			if r.Failed() > 0 {
 				return exitError{code: 1}
@@ -51,5 +55,6 @@ configuration errors.`,
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file")
+	cmd.Flags().StringVar(&source, "source", "", "with a sources list: check this source only (default: every source)")
 	return cmd
 }

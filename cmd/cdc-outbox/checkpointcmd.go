@@ -30,7 +30,7 @@ func checkpointCommand() *cobra.Command {
 		Short: "Show, set or reset the stored checkpoint (the Redis key checkpoint.key)",
 		Long: `checkpoint show|set|reset work on the checkpoint of one source: the Redis key
 checkpoint.key holding the binlog position up to which everything was
-published. Exit status: 0 on success; 1 when a check failed (position not
+published; with a sources list, the one --source names. Exit status: 0 on success; 1 when a check failed (position not
 on the server, invalid GTID set, publisher running, corrupt value); 2 on
 usage, configuration or connection errors.
 
@@ -46,6 +46,7 @@ checkpoint.interval while it publishes, and when it stops). Stop it first.`,
 func checkpointShowCommand() *cobra.Command {
 	var (
 		path   string
+		source string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -58,7 +59,7 @@ partition counts stored with it. Exit status 0 also when there is none;
 1 when the value is corrupt; 2 on configuration or connection errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadFor(path, config.ScopeCheckpoint)
+			cfg, err := config.LoadSource(path, config.ScopeCheckpoint, source)
 			if err != nil {
 				return err
 			}
@@ -105,6 +106,7 @@ partition counts stored with it. Exit status 0 also when there is none;
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (the checkpoint section is used)")
+	cmd.Flags().StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {key, checkpoint (null when none), age_seconds}")
 	return cmd
 }
@@ -145,8 +147,9 @@ func writeJSON(w io.Writer, v any) error {
 
 func checkpointSetCommand() *cobra.Command {
 	var (
-		path  string
-		force bool
+		path   string
+		source string
+		force  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "set <file>:<pos> | gtid:<set>",
@@ -166,7 +169,7 @@ publisher seems to be running, unless --force: there is no lock, and a
 running publisher overwrites the checkpoint at its next write.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.LoadFor(path, config.ScopeOps)
+			cfg, err := config.LoadSource(path, config.ScopeOps, source)
 			if err != nil {
 				return err
 			}
@@ -190,6 +193,7 @@ running publisher overwrites the checkpoint at its next write.`,
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file")
+	cmd.Flags().StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	cmd.Flags().BoolVar(&force, "force", false, "write even though the publisher seems to be running (it overwrites the checkpoint at its next write)")
 	return cmd
 }
@@ -225,8 +229,9 @@ func checkpointSet(ctx context.Context, cfg config.Config, st binlog.Start, forc
 
 func checkpointResetCommand() *cobra.Command {
 	var (
-		path string
-		yes  bool
+		path   string
+		source string
+		yes    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reset",
@@ -238,7 +243,7 @@ from the configured start unless given --start or --recover-checkpoint.
 A running publisher writes the key again at its next write: stop it first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadFor(path, config.ScopeCheckpoint)
+			cfg, err := config.LoadSource(path, config.ScopeCheckpoint, source)
 			if err != nil {
 				return err
 			}
@@ -273,6 +278,7 @@ A running publisher writes the key again at its next write: stop it first.`,
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (the checkpoint section is used)")
+	cmd.Flags().StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "really delete the key")
 	return cmd
 }

@@ -21,6 +21,7 @@ func deadLetterCommand() *cobra.Command {
 
 func republishCommand() *cobra.Command {
 	var (
+		source string
 		path   string
 		ids    []string
 		dryRun bool
@@ -49,7 +50,7 @@ idempotent consumer keyed by seq_no skips it unless it applies late events).
 Republishing the same event twice publishes it twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadFor(path, config.ScopeOps)
+			cfg, err := config.LoadSource(path, config.ScopeOps, source)
 			if err != nil {
 				return err
 			}
@@ -76,6 +77,7 @@ Republishing the same event twice publishes it twice.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&path, "config", "c", "", "YAML configuration file (source, router and kafka sections are used)")
+	f.StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	f.StringSliceVar(&ids, "event-id", nil, "event id (outbox id) to re-publish; repeatable or comma-separated; default: every event in the dead-letter topic")
 	f.BoolVar(&dryRun, "dry-run", false, "check and report, publish nothing")
 	return cmd

@@ -89,3 +89,68 @@ func TestExecuteInvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+// With a sources list, the commands that act on one source refuse without
+// --source (exit 2, naming the sources) before connecting anywhere, and
+// run refuses start options that name no source.
+func TestExecuteNeedsSource(t *testing.T) {
+	clearEnv(t)
+	p := writeConfig(t, `source: {user: u, schema: im, start: latest, server-id: 7000}
+checkpoint: {addr: "127.0.0.1:1"}
+sources:
+  - name: shard1
+    checkpoint: {key: "cp:1"}
+  - name: shard2
+    source: {server-id: 7100}
+    checkpoint: {key: "cp:2"}
+`)
+	for _, c := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"checkpoint", "show"}, "the configuration has 2 sources (shard1, shard2) and this command acts on one: add --source NAME"},
+		{[]string{"checkpoint", "reset", "--yes"}, "add --source NAME"},
+		{[]string{"checkpoint", "set", "mysql-bin.000001:4"}, "add --source NAME"},
+		{[]string{"replay", "--from", "mysql-bin.000001:4"}, "add --source NAME"},
+		{[]string{"prune", "--older-than", "7d"}, "add --source NAME"},
+		{[]string{"verify"}, "add --source NAME"},
+		{[]string{"dead-letter", "republish"}, "add --source NAME"},
+		{[]string{"checkpoint", "show", "--source", "shard9"}, `--source "shard9": no such source; the configuration has shard1, shard2`},
+		{[]string{"status", "--source", "shard9"}, `--source "shard9": no such source`},
+		{[]string{"check", "--source", "shard9"}, `--source "shard9": no such source`},
+		{[]string{"run", "--start", "earliest"}, "--start: the configuration has 2 sources (shard1, shard2) and these options apply to one: add --source NAME"},
+		{[]string{"run", "--source", "shard1"}, "run publishes every source"},
+		{[]string{"run", "--source", "shard9", "--backfill"}, `--source "shard9": no such source`},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, stderr := executeCaptured(t, append(c.args, "--config", p))
+			if code != 2 || !strings.Contains(stderr, c.stderr) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, c.stderr)
+			}
+		})
+	}
+}
+
+// executeCaptured runs execute(args) with stderr captured; it fails the
+// test if execute does not return (a refusal that did not happen).
+func executeCaptured(t *testing.T, args []string) (int, string) {
+	t.Helper()
+	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = errFile
+	defer func() { os.Stderr = stderr }()
+	done := make(chan int, 1)
+	go func() { done <- execute(args) }()
+	select {
+	case code := <-done:
+		errFile.Close()
+		out, _ := os.ReadFile(errFile.Name())
+		return code, string(out)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("execute(%v) did not return", args)
+		return 0, ""
+	}
+}

@@ -11,8 +11,9 @@ import (
 // route and the counters it drives.
 func TestMetricsHandler(t *testing.T) {
 	m := newMetrics()
-	m.Restarted()
-	if n := m.PurgedSkip(); n != 1 {
+	s := m.Source("default")
+	s.Restarted()
+	if n := s.PurgedSkip(); n != 1 {
 		t.Errorf("purgedSkip = %d, want 1", n)
 	}
 	srv := httptest.NewServer(m.Handler())
@@ -23,7 +24,7 @@ func TestMetricsHandler(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, want := range []string{"cdc_outbox_pipeline_restarts_total 1", "cdc_outbox_purged_skips_total 1", `cdc_outbox_build_info{commit="",date="",goversion=`} {
+	for _, want := range []string{`cdc_outbox_pipeline_restarts_total{source="default"} 1`, `cdc_outbox_purged_skips_total{source="default"} 1`, `cdc_outbox_build_info{commit="",date="",goversion=`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -18,6 +18,7 @@ import (
 
 func pruneCommand() *cobra.Command {
 	var (
+		source   string
 		path     string
 		o        prune.Options
 		olderArg string
@@ -45,14 +46,15 @@ It needs DELETE on the outbox table (the publisher's user stays read-only:
 run prune as another user, e.g. CDC_OUTBOX_SOURCE_USER=cdc_outbox_prune;
 see docs/operations.md), plus the publisher's replication grants to read
 the binlog from the checkpoint (as a replica with --server-id, default
-source.server-id + 2).
+source.server-id + ha.server-ids + 1: past the live publishers' range and
+replay's default).
 
 Exit status: 0 done (counts on stdout); 1 failed (no checkpoint, the
 checkpoint's binlog purged, a missing privilege, a failed DELETE: what was
 deleted before is reported); 2 usage, configuration or connection error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadFor(path, config.ScopeOps)
+			cfg, err := config.LoadSource(path, config.ScopeOps, source)
 			if err != nil {
 				return err
 			}
@@ -65,12 +67,12 @@ deleted before is reported); 2 usage, configuration or connection error.`,
 			if o.Sleep < 0 {
 				return fmt.Errorf("--sleep %s: want >= 0", o.Sleep)
 			}
-			live := cfg.Source.ServerID
+			live, ids := cfg.Source.ServerID, uint32(cfg.HA.IDs())
 			if !cmd.Flags().Changed("server-id") {
-				serverID = live + 2
+				serverID = live + ids + 1
 			}
-			if serverID == 0 || serverID == live {
-				return fmt.Errorf("--server-id %d: want a replica server_id other than the live publisher's source.server-id %d", serverID, live)
+			if serverID == 0 || (serverID >= live && serverID < live+ids) {
+				return fmt.Errorf("--server-id %d: want a replica server_id other than the live publisher's source.server-id %d (and the %d after it under ha.server-ids)", serverID, live, ids-1)
 			}
 			o.ServerID = serverID
 			log, err := logging.New(cfg.Log)
@@ -92,11 +94,12 @@ deleted before is reported); 2 usage, configuration or connection error.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&path, "config", "c", "", "YAML configuration file (source and checkpoint sections are used)")
+	f.StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	f.StringVar(&olderArg, "older-than", "", "only rows whose created_at is older than this: e.g. 7d, 36h, 90m (required)")
 	f.IntVar(&o.Batch, "batch", 1000, "rows per DELETE")
 	f.DurationVar(&o.Sleep, "sleep", 100*time.Millisecond, "pause between batches")
 	f.BoolVar(&o.DryRun, "dry-run", false, "count what would be deleted; delete nothing")
-	f.Uint32Var(&serverID, "server-id", 0, "replica server_id used to read the binlog from the checkpoint (default: source.server-id + 2)")
+	f.Uint32Var(&serverID, "server-id", 0, "replica server_id used to read the binlog from the checkpoint (default: source.server-id + ha.server-ids + 1)")
 	_ = cmd.MarkFlagRequired("older-than")
 	return cmd
 }

@@ -21,6 +21,7 @@ import (
 
 func replayCommand() *cobra.Command {
 	var (
+		source         string
 		path           string
 		o              replay.Options
 		fromArg, toArg string
@@ -72,7 +73,7 @@ range or connection error before anything was published.`,
 			if o.Files != "" {
 				scope = config.ScopeFiles
 			}
-			cfg, err := config.LoadFor(path, scope)
+			cfg, err := config.LoadSource(path, scope, source)
 			if err != nil {
 				return err
 			}
@@ -116,6 +117,7 @@ range or connection error before anything was published.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&path, "config", "c", "", "YAML configuration file (source, router and kafka sections are used)")
+	f.StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	f.StringVar(&fromArg, "from", "", "start: <file>:<pos>, gtid:<set> or an RFC 3339 time (required)")
 	f.StringVar(&toArg, "to", "", "end (included): <file>:<pos>, gtid:<set> or an RFC 3339 time; default: the binlog end at start")
 	f.StringVar(&o.Topic, "topic", "", "publish every record to this topic instead of the routed one")

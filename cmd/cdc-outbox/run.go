@@ -24,6 +24,7 @@ import (
 func runCommand() *cobra.Command {
 	var (
 		path      string
+		source    string
 		start     string
 		logFormat string
 		logLevel  string
@@ -62,20 +63,16 @@ exit 0.`,
 				return err
 			}
 			explicit := cmd.Flags().Changed("start")
-			if explicit {
-				cfg.Source.Start = start
+			startSource, err := cfg.ApplyRun(config.RunFlags{Source: source, Start: start, StartSet: explicit,
+				Recover: recoverCP, Backfill: backfill, AcceptPartitionChange: accept})
+			if err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("log-format") {
 				cfg.Log.Format = logFormat
 			}
 			if cmd.Flags().Changed("log-level") {
 				cfg.Log.Level = logLevel
-			}
-			if recoverCP {
-				cfg.Checkpoint.Recover = true
-			}
-			if backfill {
-				cfg.Source.Backfill = true
 			}
 			if err := cfg.Check(config.ScopeRun); err != nil {
 				return err
@@ -107,7 +104,10 @@ exit 0.`,
 			ticker := live.Ticker("publisher", pipeline.LivenessPeriod(cfg))
 			if cfg.MetricsAddr != "" {
 				mux, err := health.NewMux(health.Endpoints{Live: live, Ready: phase, Metrics: m.Handler(),
-					Status: func(ctx context.Context) (any, error) { return status.Read(ctx, cfg, log) }})
+					Status: func(ctx context.Context) (any, error) {
+						sts, err := status.ReadSources(ctx, cfg, "", log)
+						return sts.JSON(), err
+					}})
 				if err != nil {
 					return err
 				}
@@ -123,7 +123,7 @@ exit 0.`,
 			// no source, streaming while it owns one; the liveness ticks with
 			// every publisher's loop.
 			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version, Live: ticker}
-			if (backfill || cfg.Source.Backfill) && progress.IsTerminal(os.Stderr) {
+			if (backfill || cfg.Backfills()) && progress.IsTerminal(os.Stderr) {
 				// A bar on a terminal; elsewhere the log's progress lines say it.
 				bar := progress.New(progress.Config{Out: os.Stderr, Desc: "backfill", Unit: "rows"})
 				g.Go(func() error { return bar.Run(gctx) })
@@ -133,7 +133,8 @@ exit 0.`,
 					bar.Update(acked, acked, at)
 				}
 			}
-			hopts := ha.Options{Publisher: opts, Observer: m, Registerer: m.Registry(), Phase: phase}
+			hopts := ha.Options{Publisher: opts, StartSource: startSource, Registerer: m.Registry(), Phase: phase,
+				Observer: func(name string) pipeline.Observer { return m.Source(name) }}
 			if err := ha.Run(gctx, cfg, hopts, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}
@@ -143,6 +144,7 @@ exit 0.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&path, "config", "c", "", "YAML configuration file")
+	f.StringVar(&source, "source", "", "with a sources list: the source --start, --recover-checkpoint, --backfill and --accept-partition-change apply to (the others start as configured)")
 	f.StringVar(&start, "start", "", "start position when no checkpoint exists: latest, earliest, <file>:<pos> or gtid:<set>")
 	f.StringVar(&logFormat, "log-format", "", "json or console")
 	f.StringVar(&logLevel, "log-level", "", "debug, info, warn or error")

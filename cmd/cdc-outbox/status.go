@@ -10,6 +10,7 @@ import (
 func statusCommand() *cobra.Command {
 	var (
 		path   string
+		source string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -31,6 +32,9 @@ binlog (SHOW BINARY LOG STATUS / SHOW MASTER STATUS):
                bytes and files from the start of the oldest binlog to the
                checkpoint; a WARNING when the checkpoint is in the oldest file.
 
+With a sources list: every source (each under a "source <name>" line; --json
+prints an array), or the one --source names. With ha.enabled the lease
+holder is shown ("<instance id> <token>").
 Exit status: 0; 1 when there is no checkpoint, or its binlog file is no
 longer on the server (the publisher could not resume), or it is beyond the
 end; 2 on configuration or connection errors. --json prints the same as JSON.`,
@@ -46,25 +50,29 @@ end; 2 on configuration or connection errors. --json prints the same as JSON.`,
 			}
 			defer func() { _ = log.Sync() }()
 			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
-			st, err := status.Read(ctx, cfg, log)
-			if err != nil {
+			sts, err := status.ReadSources(ctx, cfg, source, log)
+			if len(sts) == 0 {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, st); err != nil {
+				if err := writeJSON(out, sts.JSON()); err != nil {
 					return err
 				}
 			} else {
-				st.Write(out)
+				sts.Write(out)
 			}
-			if st.Problem != "" {
+			if err != nil {
+				return err // a source could not be read: exit 2
+			}
+			if sts.Problem() != "" {
 				return exitError{code: 1}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (source and checkpoint sections are used)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (an array of the sources' statuses when there are several)")
+	cmd.Flags().StringVar(&source, "source", "", "with a sources list: this source only (default: every source)")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 
 func verifyCommand() *cobra.Command {
 	var (
+		source       string
 		path         string
 		topics       []string
 		sinceID      uint64
@@ -37,7 +38,7 @@ Run it once the publisher has caught up, or give --wait to re-check for
 missing events until they arrive. Memory: one bit per event id in the range.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadFor(path, config.ScopeOps)
+			cfg, err := config.LoadSource(path, config.ScopeOps, source)
 			if err != nil {
 				return err
 			}
@@ -63,6 +64,7 @@ missing events until they arrive. Memory: one bit per event id in the range.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&path, "config", "c", "", "YAML configuration file (source, router and kafka sections are used)")
+	f.StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	f.StringSliceVar(&topics, "topic", nil, "topic to read (repeatable); default: from router.topic")
 	f.Uint64Var(&sinceID, "since-id", 0, "first outbox id to check (default: the smallest in the table)")
 	f.Uint64Var(&untilID, "until-id", 0, "last outbox id to check (default: the largest in the table at start)")

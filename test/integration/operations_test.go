@@ -393,7 +393,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := produce(e.writer(), plan); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf(`cdc_outbox_records_produced_total{topic=%q} %d`, e.topic, plan.Total)
+	want := fmt.Sprintf(`cdc_outbox_records_produced_total{source="default",topic=%q} %d`, e.topic, plan.Total)
 	var body string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		res, err := http.Get("http://" + addr + "/metrics")
@@ -409,8 +409,8 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatalf("/metrics never showed %q (err %v):\n%s", want, err, body)
 		}
 	}
-	for _, re := range []string{`cdc_outbox_acked_commit_timestamp_seconds 1\.[0-9.e+]+`, `cdc_outbox_ack_delay_seconds [0-9.e+-]+`,
-		`cdc_outbox_produce_seconds_count\{result="ok"\} [1-9]`, `cdc_outbox_pipeline_restarts_total 0`} {
+	for _, re := range []string{`cdc_outbox_acked_commit_timestamp_seconds\{source="default"\} 1\.[0-9.e+]+`, `cdc_outbox_ack_delay_seconds\{source="default"\} [0-9.e+-]+`,
+		`cdc_outbox_produce_seconds_count\{result="ok",source="default"\} [1-9]`, `cdc_outbox_pipeline_restarts_total\{source="default"\} 0`} {
 		if !regexp.MustCompile(re).MatchString(body) {
 			t.Errorf("/metrics lacks %s", re)
 		}
@@ -428,14 +428,14 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		_, body = get("/metrics")
-		if strings.Contains(body, "cdc_outbox_source_caught_up 1\n") && strings.Contains(body, "cdc_outbox_seconds_behind_source 0\n") {
+		if strings.Contains(body, `cdc_outbox_source_caught_up{source="default"} 1`+"\n") && strings.Contains(body, `cdc_outbox_seconds_behind_source{source="default"} 0`+"\n") {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("never caught up with 0 s behind:\n%s", grepLines(body, "cdc_outbox_source_", "cdc_outbox_seconds_behind"))
 		}
 	}
-	if !strings.Contains(body, "cdc_outbox_source_connected 1\n") {
+	if !strings.Contains(body, `cdc_outbox_source_connected{source="default"} 1`+"\n") {
 		t.Errorf("not connected:\n%s", grepLines(body, "cdc_outbox_source_"))
 	}
 	if code, b := get("/healthz"); code != http.StatusOK {
