@@ -423,6 +423,11 @@ func (s *Security) dialer(timeout time.Duration) *kafka.Dialer {
 // cfg's brokers, asked in turn until one answers) with cfg's security.
 // Errors no retry fixes are *SecurityError.
 func DialLeader(ctx context.Context, cfg Config, topic string, partition int) (*kafka.Conn, error) {
+	// A leadership moving (an election, a broker back) is retried.
+	return retryLeader(ctx, func() (*kafka.Conn, error) { return dialLeader(ctx, cfg, topic, partition) })
+}
+
+func dialLeader(ctx context.Context, cfg Config, topic string, partition int) (*kafka.Conn, error) {
 	s := NewSecurity(cfg)
 	var errs []error
 	for _, b := range cfg.Brokers {
