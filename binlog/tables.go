@@ -388,6 +388,31 @@ func namesEqual(a []string, b [][]byte) bool {
 	return true
 }
 
+// Variable reports whether a mapping of the set routes by a template over
+// columns or a topic column: its topics are known only from the rows.
+func (ts *TableSet) Variable() bool {
+	for i := range ts.entries {
+		r, _ := mapping.Resolve(ts.entries[i].cfg)
+		if r.TopicColumn != "" {
+			return true
+		}
+		topic := cmpOr(r.Topic, ts.defaultTopic)
+		if t, err := mapping.ParseTemplate(topic); err == nil {
+			if _, ok := t.Fixed(); !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 // FixedTopics returns the fixed topics (no placeholders, no topic column)
 // of the set's mappings, sorted and distinct.
 func (ts *TableSet) FixedTopics() []string {

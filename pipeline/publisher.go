@@ -461,6 +461,9 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 		PositionMode: cfg.Source.PositionMode, Start: cfg.Source.Start, ExplicitStart: p.opts.ExplicitStart,
 		Backfill: cfg.Source.Backfill || p.opts.Backfill, BackfillFlag: p.opts.Backfill, Recover: cfg.Checkpoint.Recover,
 		Topic: cfg.Router.Topic, Template: strings.Contains(cfg.Router.Topic, "{")}
+	if ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic); err == nil {
+		f.Topic, f.Template = StartTopic(ts)
+	}
 	if mcp != nil {
 		f.Mirror, f.MirrorTopic = mcp, p.mirror.Topic()
 	}
