@@ -2,9 +2,9 @@ package pipeline
 
 import (
 	"fmt"
-	"strings"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
