@@ -1,0 +1,162 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/verify"
+)
+
+// A Debezium-layout table (UUID ids, key aggregateid, topic
+// outbox.event.{aggregatetype}, ordering column seq published as seq_no)
+// through the operations: verify checks it by its string ids and finds the
+// dead-lettered row (a NULL aggregateid) missing; once the row is fixed,
+// dead-letter republish reads it by its UUID through the mapping and
+// publishes it to the mapping's topic, and verify passes; replay publishes
+// a range through the same mapping as run (same key, value and headers).
+func TestMappingDebeziumOps(t *testing.T) {
+	e := newEnv(t)
+	table := "dbo_" + e.name
+	agg := "ops" + runID
+	topic := "outbox.event." + agg
+	createTopic(t, topic, partitions)
+	dlq := e.topic + ".dlq"
+	createTopic(t, dlq, 1)
+	e.exec("CREATE TABLE " + table + ` (
+		id VARCHAR(36) NOT NULL PRIMARY KEY,
+		aggregatetype VARCHAR(255) NOT NULL,
+		aggregateid VARCHAR(255) NULL,
+		type VARCHAR(255) NOT NULL,
+		payload JSON,
+		seq BIGINT NOT NULL)`)
+	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
+	e.outbox = table
+	e.sourceExtra = `  mapping:
+    preset: debezium
+    order: seq
+    headers: {seq_no: seq}
+`
+	t.Setenv("CDC_OUTBOX_KAFKA_ON_POISON", "dead-letter")
+	t.Setenv("CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC", dlq)
+	p := e.start()
+	const keys, per = 10, 10
+	for s := 1; s <= per; s++ {
+		var rows []string
+		for k := 1; k <= keys; k++ {
+			rows = append(rows, fmt.Sprintf("(UUID(), '%s', 'k%d', 'OrderCreated', '{\"k\": %d, \"s\": %d}', %d)", agg, k, k, s, s))
+		}
+		e.exec("INSERT INTO " + table + " (id, aggregatetype, aggregateid, type, payload, seq) VALUES " + strings.Join(rows, ","))
+	}
+	poison := "poison-" + runID
+	e.exec("INSERT INTO " + table + " (id, aggregatetype, aggregateid, type, payload, seq) VALUES ('" + poison + "', '" + agg + "', NULL, 'OrderCreated', '{\"k\": 1}', 11)")
+	live := pollTopic(t, topic, keys*per, 2*time.Minute)
+	dead := pollTopic(t, dlq, 1, time.Minute)
+	if dead[0].EventID != poison || dead[0].Headers[sink.HeaderDLQTable] != mysqlDB+"."+table {
+		t.Fatalf("dead letter headers %v", dead[0].Headers)
+	}
+	env := []string{"CDC_OUTBOX_KAFKA_ON_POISON=dead-letter", "CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC=" + dlq}
+
+	code, out := e.runVerify()
+	if code != 1 || !strings.Contains(out, "missing            1") || !strings.Contains(out, "missing event ids (first 1): "+poison) ||
+		!strings.Contains(out, "every row of") || !strings.Contains(out, "order by seq_no") || !strings.Contains(out, "topics "+topic) {
+		t.Fatalf("verify with the dead-lettered row: exit %d\n%s", code, out)
+	}
+
+	// Fixed in the table, the row is republished through the mapping.
+	e.exec("UPDATE " + table + " SET aggregateid = 'k1' WHERE id = '" + poison + "'")
+	if out, code := e.republish(env, "--event-id", poison); code != 0 || !strings.Contains(out, "republished to "+topic+" (key k1") {
+		t.Fatalf("republish: exit %d\n%s", code, out)
+	}
+	again := pollTopic(t, topic, keys*per+1, time.Minute)
+	r := again[len(again)-1]
+	for _, rec := range again {
+		if rec.EventID == poison {
+			r = rec
+		}
+	}
+	if r.EventID != poison || r.Key != "k1" || r.Headers["type"] != "OrderCreated" || r.Headers["id"] != poison || r.Headers["seq_no"] != "11" ||
+		r.Headers[sink.HeaderRepublishedFrom] != "dead-letter" {
+		t.Fatalf("republished record key %s headers %v", r.Key, r.Headers)
+	}
+	if code, out := e.runVerify(); code != 0 || !strings.Contains(out, "result: OK") || !strings.Contains(out, "missing            0") {
+		t.Fatalf("verify after the republish: exit %d\n%s", code, out)
+	}
+
+	// replay of the range after the first transaction, through the mapping.
+	from := pos(t, live[0].Headers[router.HeaderTxnEnd])
+	to := from
+	for _, r := range live {
+		if end := pos(t, r.Headers[router.HeaderTxnEnd]); binlog.ComparePos(end, from) < 0 {
+			from = end
+		} else if binlog.ComparePos(end, to) > 0 {
+			to = end
+		}
+	}
+	var want []verify.Record
+	for _, r := range live {
+		if end := pos(t, r.Headers[router.HeaderTxnEnd]); binlog.ComparePos(end, from) > 0 && binlog.ComparePos(end, to) <= 0 {
+			want = append(want, r)
+		}
+	}
+	if len(want) != keys*(per-1) {
+		t.Fatalf("%d records in the replay range, want %d", len(want), keys*(per-1))
+	}
+	rt := e.replayTopic(".replay")
+	res := e.replay("--from", from.FilePos(), "--to", to.FilePos(), "--topic", rt)
+	if res.code != 0 {
+		t.Fatalf("replay exit %d", res.code)
+	}
+	checkReplayed(t, rt, want, replayID(t, res))
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+// The second seed's outbox table (aggregate_type, aggregate_id, payload
+// TEXT, create_time, status) with the generic preset, topic
+// outbox.{aggregate_type} over two aggregate types: verify finds both
+// topics from the rows and checks the integer ids.
+func TestMappingGenericVerify(t *testing.T) {
+	e := newEnv(t)
+	table := "gev_" + e.name
+	aggs := []string{"order" + runID, "user" + runID}
+	for _, a := range aggs {
+		createTopic(t, "outbox."+a, partitions)
+	}
+	e.exec("CREATE TABLE " + table + ` (
+		id BIGINT AUTO_INCREMENT PRIMARY KEY,
+		aggregate_type VARCHAR(64) NOT NULL,
+		aggregate_id VARCHAR(64) NOT NULL,
+		payload TEXT NOT NULL,
+		create_time DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
+		status VARCHAR(16) NOT NULL DEFAULT 'PENDING')`)
+	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
+	e.outbox = table
+	e.sourceExtra = `  mapping: {preset: generic}
+`
+	p := e.start()
+	for i := 1; i <= 40; i++ {
+		e.exec(fmt.Sprintf("INSERT INTO %s (aggregate_type, aggregate_id, payload) VALUES ('%s', 'a-%d', 'event %d')", table, aggs[i%2], i%7, i))
+	}
+	pollTopic(t, "outbox."+aggs[0], 20, 2*time.Minute)
+	pollTopic(t, "outbox."+aggs[1], 20, time.Minute)
+	code, out := e.runVerify()
+	if code != 0 || !strings.Contains(out, "result: OK") || !strings.Contains(out, "rows in table      40") ||
+		!strings.Contains(out, "topics outbox."+aggs[0]+", outbox."+aggs[1]) || !strings.Contains(out, "order not checked") {
+		t.Fatalf("verify: exit %d\n%s", code, out)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	e.exec(fmt.Sprintf("INSERT INTO %s (aggregate_type, aggregate_id, payload) VALUES ('%s', 'a-1', 'late')", table, aggs[0]))
+	if code, out := e.runVerify(); code != 1 || !strings.Contains(out, "missing            1") {
+		t.Fatalf("verify with an unpublished row: exit %d\n%s", code, out)
+	}
+}
