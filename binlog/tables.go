@@ -34,10 +34,21 @@ type TableConfig struct {
 type Table struct {
 	Schema, Name string
 	Mapping      *mapping.Mapping
+	label        string // "schema.table", computed once
 }
 
 // String returns "schema.table", the per-table metrics label.
 func (t *Table) String() string { return t.Schema + "." + t.Name }
+
+// OutboxTable returns "schema.table" without allocating (computed by
+// Compile): the table label of the metrics, read from the records'
+// WriterData (see router.Route).
+func (t *Table) OutboxTable() string {
+	if t.label == "" {
+		return t.String()
+	}
+	return t.label
+}
 
 type tableEntry struct {
 	schema, name string // a literal table
@@ -187,7 +198,7 @@ func (ts *TableSet) Compile(schema, table string, cols []mapping.Column) (*Table
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ts.entries[i].field, err)
 	}
-	return &Table{Schema: schema, Name: table, Mapping: m}, nil
+	return &Table{Schema: schema, Name: table, Mapping: m, label: schema + "." + table}, nil
 }
 
 // Lister reads the server's catalogue for Check.

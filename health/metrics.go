@@ -28,21 +28,26 @@ type BuildInfo struct {
 // Metrics are the publisher's Prometheus metrics, one registry per
 // process, living across pipeline restarts. It implements sink.Observer.
 // Every series without a label, and every labelled series whose label
-// values are known in advance (result, reason), exists from the start,
+// values are known in advance (result, reason; the table label "" until
+// SetTables named the tables), exists from the start,
 // at 0 for counters; per-topic series exist once InitTopics named the
 // topic (or the first record for it was produced). Gauges that are not
 // known yet are NaN, never a made-up 0.
 //
 // Publishing (reported by the sink's Writer as its Observer):
 //
-//	cdc_outbox_records_produced_total{topic}       records acknowledged by Kafka (acks=all); dead letters under the dead-letter topic
+//	cdc_outbox_records_produced_total{topic,table} records acknowledged by Kafka (acks=all), by topic and outbox table (schema.table); dead letters under the dead-letter topic
 //	cdc_outbox_records_failed_total{topic}         records whose produce call failed after the producer's retries (sent again after the pipeline restarts)
 //	cdc_outbox_produce_seconds{result}             histogram: one produce call (a round) until acknowledged or given up; result ok or error
 //	cdc_outbox_acked_commit_timestamp_seconds      commit time of the newest acknowledged transaction (1 s resolution)
 //	cdc_outbox_last_ack_timestamp_seconds          when the newest acknowledgement happened
 //	cdc_outbox_ack_delay_seconds                   commit → acknowledgement of that transaction, at that moment (frozen between acknowledgements)
-//	cdc_outbox_records_dead_lettered_total{reason} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason
-//	cdc_outbox_poison_records_total{reason}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
+//	cdc_outbox_records_dead_lettered_total{reason,table} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason and outbox table
+//	cdc_outbox_poison_records_total{reason,table}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
+//
+// The table label is the row's outbox table, "schema.table" (one series
+// per table a pattern matches: sharded tables are visible one by one); the
+// poison record that stops the publisher counts under the first table.
 //
 // Pipeline and source (reported by run):
 //
@@ -85,6 +90,9 @@ type Metrics struct {
 
 	// deadLetterTopic is the topic whose records count as dead letters.
 	deadLetterTopic atomic.Pointer[string]
+	// tables are the outbox tables known at start (SetTables); the first
+	// labels records without a table (the single im table).
+	tables atomic.Pointer[[]string]
 
 	mu sync.Mutex
 	// source facts for seconds_behind_source
@@ -98,7 +106,7 @@ type Metrics struct {
 }
 
 // poisonReasons are the values of the reason label known in advance.
-var poisonReasons = []sink.Reason{sink.ReasonInvalidJSON, sink.ReasonTooLarge, sink.ReasonBrokerTooLarge, sink.ReasonInvalidTopic}
+var poisonReasons = []sink.Reason{sink.ReasonInvalidJSON, sink.ReasonTooLarge, sink.ReasonBrokerTooLarge, sink.ReasonInvalidTopic, sink.ReasonUndecodable}
 
 // NewMetrics returns the metrics registered on a new registry.
 func NewMetrics(b BuildInfo) *Metrics {
@@ -106,7 +114,7 @@ func NewMetrics(b BuildInfo) *Metrics {
 		reg: prometheus.NewRegistry(),
 		now: time.Now,
 		produced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_produced_total",
-			Help: "Records acknowledged by Kafka (acks=all), by topic; dead letters count under the dead-letter topic."}, []string{"topic"}),
+			Help: "Records acknowledged by Kafka (acks=all), by topic and outbox table (schema.table); dead letters count under the dead-letter topic."}, []string{"topic", "table"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_failed_total",
 			Help: "Records whose produce call failed after the producer's retries, by topic; the pipeline sends them again after its restart."}, []string{"topic"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Prefix + "produce_seconds",
@@ -119,9 +127,9 @@ func NewMetrics(b BuildInfo) *Metrics {
 		delay: prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + "ack_delay_seconds",
 			Help: "Commit to acknowledgement of the newest acknowledged transaction (1 s resolution), at that moment; it does not move between acknowledgements (use seconds_behind_source for lag)."}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_dead_lettered_total",
-			Help: "Dead-letter records acknowledged by Kafka (kafka.on-poison: dead-letter), by poison reason (the dlq_reason header)."}, []string{"reason"}),
+			Help: "Dead-letter records acknowledged by Kafka (kafka.on-poison: dead-letter), by poison reason (the dlq_reason header) and outbox table."}, []string{"reason", "table"}),
 		poison: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "poison_records_total",
-			Help: "Poison records found, by reason: dead-lettered ones, and the one that stopped the publisher under kafka.on-poison: fail."}, []string{"reason"}),
+			Help: "Poison records found, by reason and outbox table: dead-lettered ones, and the one that stopped the publisher under kafka.on-poison: fail."}, []string{"reason", "table"}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + "pipeline_restarts_total",
 			Help: "Pipeline restarts from the last acknowledged position after retryable errors (broker, database, network)."}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + "purged_skips_total",
@@ -147,10 +155,7 @@ func NewMetrics(b BuildInfo) *Metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.seconds.WithLabelValues(r)
 	}
-	for _, r := range poisonReasons {
-		m.dead.WithLabelValues(string(r))
-		m.poison.WithLabelValues(string(r))
-	}
+	m.SetTables() // the table label "" until the tables are known
 	behind := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: Prefix + "seconds_behind_source",
 		Help: "Seconds the publisher is behind the source, computed at scrape time: 0 while caught up (at the end of the binlog, everything read acknowledged); otherwise now minus the later of the newest acknowledged commit time and the last moment it was caught up, so it keeps growing while the publisher is behind, stalled or disconnected (1 s resolution). NaN while neither is known."},
 		m.SecondsBehind)
@@ -175,12 +180,62 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// InitTopics creates the per-topic series of topics at 0 (the fixed
-// router.topic and the dead-letter topic at start; a template's topics as
-// they are first written).
+// SetTables names the outbox tables known at start ("schema.table"; the
+// tables a pattern matches then): the series of each poison reason, and
+// of each topic InitTopics names, exist at 0 for each. The first labels
+// the records of the single im table (which carry no table). Call it
+// before InitTopics.
+func (m *Metrics) SetTables(tables ...string) {
+	if len(tables) == 0 {
+		tables = []string{""}
+	}
+	tables = append([]string(nil), tables...)
+	if old := m.tables.Load(); old != nil && len(*old) == 1 && (*old)[0] == "" && tables[0] != "" {
+		for _, r := range poisonReasons { // the series of before the tables were known
+			m.dead.DeleteLabelValues(string(r), "")
+			m.poison.DeleteLabelValues(string(r), "")
+		}
+	}
+	m.tables.Store(&tables)
+	for _, t := range tables {
+		for _, r := range poisonReasons {
+			m.dead.WithLabelValues(string(r), t)
+			m.poison.WithLabelValues(string(r), t)
+		}
+	}
+}
+
+// defaultTable labels the records without a table.
+func (m *Metrics) defaultTable() string { return (*m.tables.Load())[0] }
+
+// outboxTable is what the router leaves in a record's WriterData: the
+// row's *binlog.Table (or an explicit partition naming it).
+type outboxTable interface{ OutboxTable() string }
+
+// tableOf returns a record's outbox table: its WriterData's, a dead
+// letter's dlq_table header, else the default.
+func (m *Metrics) tableOf(msg *kafka.Message, dead bool) string {
+	if t, ok := msg.WriterData.(outboxTable); ok {
+		return t.OutboxTable()
+	}
+	if dead {
+		for _, h := range msg.Headers {
+			if h.Key == sink.HeaderDLQTable {
+				return string(h.Value)
+			}
+		}
+	}
+	return m.defaultTable()
+}
+
+// InitTopics creates the per-topic series of topics at 0, for each table
+// of SetTables (the fixed topics and the dead-letter topic at start; a
+// template's topics as they are first written).
 func (m *Metrics) InitTopics(topics ...string) {
 	for _, t := range topics {
-		m.produced.WithLabelValues(t)
+		for _, tb := range *m.tables.Load() {
+			m.produced.WithLabelValues(t, tb)
+		}
 		m.failed.WithLabelValues(t)
 	}
 }
@@ -209,11 +264,12 @@ func (m *Metrics) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	if p := m.deadLetterTopic.Load(); p != nil {
 		dlq = *p
 	}
-	// Count in runs of one topic: a round usually has one.
+	// Count in runs of one topic and table: a round usually has one.
 	var ok, bad int
+	var table string
 	flush := func(topic string) {
 		if ok > 0 {
-			m.produced.WithLabelValues(topic).Add(float64(ok))
+			m.produced.WithLabelValues(topic, table).Add(float64(ok))
 		}
 		if bad > 0 {
 			m.failed.WithLabelValues(topic).Add(float64(bad))
@@ -221,13 +277,16 @@ func (m *Metrics) Produced(msgs []kafka.Message, d time.Duration, err error) {
 		ok, bad = 0, 0
 	}
 	for i := range msgs {
-		if i > 0 && msgs[i].Topic != msgs[i-1].Topic {
+		dead := dlq != "" && msgs[i].Topic == dlq
+		tb := m.tableOf(&msgs[i], dead)
+		if i > 0 && (msgs[i].Topic != msgs[i-1].Topic || tb != table) {
 			flush(msgs[i-1].Topic)
 		}
+		table = tb
 		if err == nil || partial && werrs[i] == nil {
 			ok++
-			if dlq != "" && msgs[i].Topic == dlq {
-				m.deadLettered(&msgs[i])
+			if dead {
+				m.deadLettered(&msgs[i], tb)
 			}
 		} else {
 			bad++
@@ -238,7 +297,7 @@ func (m *Metrics) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	}
 }
 
-func (m *Metrics) deadLettered(msg *kafka.Message) {
+func (m *Metrics) deadLettered(msg *kafka.Message, table string) {
 	reason := "unknown"
 	for _, h := range msg.Headers {
 		if h.Key == sink.HeaderDLQReason {
@@ -246,13 +305,16 @@ func (m *Metrics) deadLettered(msg *kafka.Message) {
 			break
 		}
 	}
-	m.dead.WithLabelValues(reason).Inc()
-	m.poison.WithLabelValues(reason).Inc()
+	m.dead.WithLabelValues(reason, table).Inc()
+	m.poison.WithLabelValues(reason, table).Inc()
 }
 
 // PoisonStopped counts the poison record that stopped the publisher under
-// kafka.on-poison: fail (a *sink.PoisonError's Reason).
-func (m *Metrics) PoisonStopped(reason sink.Reason) { m.poison.WithLabelValues(string(reason)).Inc() }
+// kafka.on-poison: fail (a *sink.PoisonError's Reason), under the first
+// table of SetTables.
+func (m *Metrics) PoisonStopped(reason sink.Reason) {
+	m.poison.WithLabelValues(string(reason), m.defaultTable()).Inc()
+}
 
 // Acked implements sink.Observer: p is the end of an acknowledged run of
 // transactions, p.Time the commit time of its last one.

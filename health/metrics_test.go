@@ -32,8 +32,8 @@ func TestMetricsObserver(t *testing.T) {
 		got  float64
 		want float64
 	}{
-		{"produced a", testutil.ToFloat64(m.produced.WithLabelValues("a")), 4},
-		{"produced b", testutil.ToFloat64(m.produced.WithLabelValues("b")), 1},
+		{"produced a", testutil.ToFloat64(m.produced.WithLabelValues("a", "")), 4},
+		{"produced b", testutil.ToFloat64(m.produced.WithLabelValues("b", "")), 1},
 		{"failed b", testutil.ToFloat64(m.failed.WithLabelValues("b")), 2},
 		{"failed c", testutil.ToFloat64(m.failed.WithLabelValues("c")), 1},
 	} {
@@ -66,7 +66,7 @@ func TestMetricsObserver(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, want := range []string{`cdc_outbox_records_produced_total{topic="a"} 4`, "cdc_outbox_pipeline_restarts_total 1",
+	for _, want := range []string{`cdc_outbox_records_produced_total{table="",topic="a"} 4`, "cdc_outbox_pipeline_restarts_total 1",
 		"cdc_outbox_purged_skips_total 1", `cdc_outbox_produce_seconds_count{result="error"} 2`, "go_goroutines", "process_resident_memory_bytes"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -101,9 +101,9 @@ func TestMetricsFromTheStart(t *testing.T) {
 		v    float64
 	}{
 		{"failed im.events", testutil.ToFloat64(m.failed.WithLabelValues("im.events"))},
-		{"produced im.dlq", testutil.ToFloat64(m.produced.WithLabelValues("im.dlq"))},
-		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues(string(sink.ReasonInvalidJSON)))},
-		{"poison too_large", testutil.ToFloat64(m.poison.WithLabelValues(string(sink.ReasonTooLarge)))},
+		{"produced im.dlq", testutil.ToFloat64(m.produced.WithLabelValues("im.dlq", ""))},
+		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues(string(sink.ReasonInvalidJSON), ""))},
+		{"poison too_large", testutil.ToFloat64(m.poison.WithLabelValues(string(sink.ReasonTooLarge), ""))},
 		{"restarts", testutil.ToFloat64(m.restarts)},
 		{"checkpoint age", m.CheckpointAge()},
 	} {
@@ -132,12 +132,12 @@ func TestDeadLetterCounts(t *testing.T) {
 		name      string
 		got, want float64
 	}{
-		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues("invalid_json")), 1},
-		{"dead-lettered too_large (failed)", testutil.ToFloat64(m.dead.WithLabelValues("too_large")), 0},
-		{"poison invalid_json", testutil.ToFloat64(m.poison.WithLabelValues("invalid_json")), 1},
-		{"poison invalid_topic (stopped)", testutil.ToFloat64(m.poison.WithLabelValues("invalid_topic")), 1},
-		{"produced dlq", testutil.ToFloat64(m.produced.WithLabelValues("dlq")), 1},
-		{"produced t", testutil.ToFloat64(m.produced.WithLabelValues("t")), 2},
+		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues("invalid_json", "")), 1},
+		{"dead-lettered too_large (failed)", testutil.ToFloat64(m.dead.WithLabelValues("too_large", "")), 0},
+		{"poison invalid_json", testutil.ToFloat64(m.poison.WithLabelValues("invalid_json", "")), 1},
+		{"poison invalid_topic (stopped)", testutil.ToFloat64(m.poison.WithLabelValues("invalid_topic", "")), 1},
+		{"produced dlq", testutil.ToFloat64(m.produced.WithLabelValues("dlq", "")), 1},
+		{"produced t", testutil.ToFloat64(m.produced.WithLabelValues("t", "")), 2},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -264,5 +264,38 @@ func TestRetentionHeadroom(t *testing.T) {
 	m.SetRetentionHeadroom(-1, -1)
 	if !math.IsNaN(testutil.ToFloat64(m.headBytes)) || !math.IsNaN(testutil.ToFloat64(m.headSeconds)) {
 		t.Errorf("unknown headroom not NaN")
+	}
+}
+
+// Records carry their outbox table in WriterData (router.Route): the
+// table label tells sharded tables apart; dead letters name theirs in
+// dlq_table; records without one count under the first table.
+func TestMetricsTableLabel(t *testing.T) {
+	m := NewMetrics(BuildInfo{})
+	m.SetTables("im.t_00", "im.t_01")
+	m.SetDeadLetterTopic("dlq")
+	m.InitTopics("im.events")
+	t0, t1 := &binlog.Table{Schema: "im", Name: "t_00"}, &binlog.Table{Schema: "im", Name: "t_01"}
+	dl := kafka.Message{Topic: "dlq", Headers: []kafka.Header{{Key: sink.HeaderDLQReason, Value: []byte(sink.ReasonUndecodable)}, {Key: sink.HeaderDLQTable, Value: []byte("im.t_01")}}}
+	m.Produced([]kafka.Message{{Topic: "im.events", WriterData: t0}, {Topic: "im.events", WriterData: t1}, {Topic: "im.events", WriterData: t1}, dl, {Topic: "im.events"}}, time.Millisecond, nil)
+	m.PoisonStopped(sink.ReasonInvalidJSON)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"produced t_00 (and one without a table)", testutil.ToFloat64(m.produced.WithLabelValues("im.events", "im.t_00")), 2},
+		{"produced t_01", testutil.ToFloat64(m.produced.WithLabelValues("im.events", "im.t_01")), 2},
+		{"dead letter t_01", testutil.ToFloat64(m.dead.WithLabelValues("undecodable", "im.t_01")), 1},
+		{"produced dlq t_01", testutil.ToFloat64(m.produced.WithLabelValues("dlq", "im.t_01")), 1},
+		{"poison stopped: first table", testutil.ToFloat64(m.poison.WithLabelValues("invalid_json", "im.t_00")), 1},
+		{"dead-letter series of t_01 exist at 0", testutil.ToFloat64(m.dead.WithLabelValues("too_large", "im.t_01")), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// The series of before the tables were known are gone; 2 tables x the reasons known in advance.
+	if n := testutil.CollectAndCount(m.poison); n != 2*len(poisonReasons) {
+		t.Errorf("poison_records_total has %d series, want %d", n, 2*len(poisonReasons))
 	}
 }
