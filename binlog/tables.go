@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -260,6 +261,47 @@ func (ts *TableSet) Check(l Lister) ([]*Table, error) {
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// SelectList returns the SELECT list of the mapped columns in slot order
+// (quoted), rendered by the server as the reader renders them (integers
+// and DATETIME/TIMESTAMP as text; TIMESTAMP in UTC when the session's
+// time_zone is +00:00), for reading rows into Events with EventFromText:
+// the backfill and dead-letter republish.
+func (t *Table) SelectList() string {
+	m := t.Mapping
+	sel := make([]string, len(m.Cols))
+	for i, c := range m.Cols {
+		switch m.Kinds[i] {
+		case mapping.KindInteger, mapping.KindTime:
+			sel[i] = "CAST(`" + c + "` AS CHAR)"
+		default:
+			sel[i] = "`" + c + "`"
+		}
+	}
+	return strings.Join(sel, ", ")
+}
+
+// IDColumn returns the mapping's id column, quoted.
+func (t *Table) IDColumn() string { return "`" + t.Mapping.Name(t.Mapping.ID) + "`" }
+
+// Quoted returns `schema`.`table`.
+func (t *Table) Quoted() string { return "`" + t.Schema + "`.`" + t.Name + "`" }
+
+// EventFromText returns the Event of a row read with SelectList (vals by
+// slot, nil for NULL), as the reader decodes it: Vals, ID for an integer
+// id column, Payload, and Err (wrapping ErrDecode) for a NULL in a
+// required column.
+func (t *Table) EventFromText(vals [][]byte) Event {
+	m := t.Mapping
+	e := Event{Table: t, Vals: vals, Payload: vals[m.Payload]}
+	if m.Kinds[m.ID] == mapping.KindInteger && vals[m.ID] != nil {
+		if id, err := strconv.ParseUint(string(vals[m.ID]), 10, 64); err == nil {
+			e.ID = id
+		}
+	}
+	e.Err = nullRequired(t, vals)
+	return e
 }
 
 // tableMapColumns returns what a table map event tells of the columns

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
-	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
@@ -170,6 +169,10 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 		return sum, fmt.Errorf("dead-letter republish: connect to %s: %w", src.Addr, err)
 	}
 	defer conn.Close()
+	// TIMESTAMP columns in UTC, as the binlog carries them.
+	if _, err := conn.Execute("SET time_zone = '+00:00'"); err != nil {
+		return sum, fmt.Errorf("dead-letter republish: %w", err)
+	}
 	rt := router.New(cfg.Router)
 	var kw *sink.Producer
 	if !o.DryRun {
@@ -272,22 +275,10 @@ func tableOf(ts *binlog.TableSet, tables []*binlog.Table, name string, src binlo
 }
 
 // mappedRow reads the row with id of a mapped table: its mapped columns as
-// the binlog reader renders them (binlog.Event's Vals: integers in decimal,
-// strings and JSON/TEXT/BLOB bytes as stored, DATETIME/TIMESTAMP as
-// "YYYY-MM-DD hh:mm:ss[.ffffff]"), a NULL in a required column setting Err
-// as the reader does.
+// the binlog reader renders them (binlog.Table.SelectList), a NULL in a
+// required column setting Err as the reader does.
 func mappedRow(conn *client.Conn, t *binlog.Table, id string) (binlog.Event, bool, error) {
-	m := t.Mapping
-	sel := make([]string, len(m.Cols))
-	for i, c := range m.Cols {
-		switch m.Kinds[i] {
-		case mapping.KindInteger, mapping.KindTime:
-			sel[i] = "CAST(`" + c + "` AS CHAR)"
-		default:
-			sel[i] = "`" + c + "`"
-		}
-	}
-	q := fmt.Sprintf("SELECT %s FROM `%s`.`%s` WHERE `%s` = ?", strings.Join(sel, ", "), t.Schema, t.Name, m.Name(m.ID))
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", t.SelectList(), t.Quoted(), t.IDColumn())
 	r, err := conn.Execute(q, id)
 	if err != nil {
 		return binlog.Event{}, false, fmt.Errorf("dead-letter republish: read row %s of %s: %w", id, t, err)
@@ -296,20 +287,14 @@ func mappedRow(conn *client.Conn, t *binlog.Table, id string) (binlog.Event, boo
 	if r.RowNumber() == 0 {
 		return binlog.Event{}, false, nil
 	}
-	e := binlog.Event{Table: t, Vals: make([][]byte, len(m.Cols))}
-	for i := range m.Cols {
-		if null, _ := r.IsNull(0, i); null {
-			continue
+	vals := make([][]byte, len(t.Mapping.Cols))
+	for i := range vals {
+		if null, _ := r.IsNull(0, i); !null {
+			v, _ := r.GetString(0, i)
+			vals[i] = []byte(v)
 		}
-		v, _ := r.GetString(0, i)
-		e.Vals[i] = []byte(v)
 	}
-	if m.Kinds[m.ID] == mapping.KindInteger {
-		e.ID, _ = strconv.ParseUint(id, 10, 64)
-	}
-	e.Payload = e.Vals[m.Payload]
-	e.Err = binlog.NullRequired(t, e.Vals)
-	return e, true, nil
+	return t.EventFromText(vals), true, nil
 }
 
 // outboxRow reads the outbox row id as the binlog reader decodes it.

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,11 @@ func TestMappingDebeziumOps(t *testing.T) {
 		t.Fatalf("replay exit %d", res.code)
 	}
 	checkReplayed(t, rt, want, replayID(t, res))
+	if serverFlavor() == "mariadb" {
+		if code, out := e.runPrune("--older-than", "7d"); code != 1 || !strings.Contains(out, "id column id is not an integer") {
+			t.Fatalf("prune of a string-id table: exit %d\n%s", code, out)
+		}
+	}
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -126,7 +132,7 @@ func TestMappingDebeziumOps(t *testing.T) {
 func TestMappingGenericVerify(t *testing.T) {
 	e := newEnv(t)
 	table := "gev_" + e.name
-	aggs := []string{"order" + runID, "user" + runID}
+	aggs := []string{"gvo" + runID, "gvu" + runID}
 	for _, a := range aggs {
 		createTopic(t, "outbox."+a, partitions)
 	}
@@ -158,5 +164,93 @@ func TestMappingGenericVerify(t *testing.T) {
 	e.exec(fmt.Sprintf("INSERT INTO %s (aggregate_type, aggregate_id, payload) VALUES ('%s', 'a-1', 'late')", table, aggs[0]))
 	if code, out := e.runVerify(); code != 1 || !strings.Contains(out, "missing            1") {
 		t.Fatalf("verify with an unpublished row: exit %d\n%s", code, out)
+	}
+}
+
+// The second seed's table with the generic preset through --backfill and
+// prune: the backfill publishes the rows the poller had not sent
+// (source.backfill-where over the table's own status column) through the
+// mapping (topic outbox.{aggregate_type}, key aggregate_id, backfill=true),
+// then the binlog streams; prune tells published rows by the mapping's id
+// column and their age by the preset's create_time column, and deletes
+// only the old ones.
+func TestMappingGenericBackfillPrune(t *testing.T) {
+	onlyMariaDB(t, "--backfill and prune refuse MySQL today (issue 13 item 6)")
+	e := newEnv(t)
+	table := "gbp_" + e.name
+	agg := "bfp" + runID
+	topic := "outbox." + agg
+	createTopic(t, topic, partitions)
+	e.exec("CREATE TABLE " + table + ` (
+		id BIGINT AUTO_INCREMENT PRIMARY KEY,
+		aggregate_type VARCHAR(64) NOT NULL,
+		aggregate_id VARCHAR(64) NOT NULL,
+		payload TEXT NOT NULL,
+		create_time DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
+		status VARCHAR(16) NOT NULL DEFAULT 'PENDING')`)
+	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
+	e.outbox = table
+	e.sourceExtra = `  mapping: {preset: generic}
+`
+	for i := 1; i <= 30; i++ {
+		e.exec(fmt.Sprintf("INSERT INTO %s (aggregate_type, aggregate_id, payload, status) VALUES ('%s', 'a-%d', 'old %d', '%s')",
+			table, agg, i%4, i, []string{"SENT", "PENDING", "FAILED"}[i%3]))
+	}
+	p := e.start("--backfill")
+	if !logHas(p.log, "backfill done") {
+		t.Fatal("no 'backfill done' in the log")
+	}
+	for i := 1; i <= 10; i++ {
+		e.exec(fmt.Sprintf("INSERT INTO %s (aggregate_type, aggregate_id, payload) VALUES ('%s', 'a-%d', 'new %d')", table, agg, i%4, i))
+	}
+	recs := pollTopic(t, topic, 20+10, 2*time.Minute)
+	backfilled := 0
+	for _, r := range recs {
+		id, _ := strconv.Atoi(r.EventID)
+		bf := r.Headers["backfill"] == "true"
+		switch {
+		case bf && (id > 30 || id%3 == 0):
+			t.Fatalf("backfilled row %d (status SENT, or inserted after the snapshot)", id)
+		case !bf && id <= 30:
+			t.Fatalf("row %d of before the start streamed, not backfilled", id)
+		case !strings.HasPrefix(r.Key, "a-") || r.Headers["aggregate_type"] != agg:
+			t.Fatalf("record key %q headers %v", r.Key, r.Headers)
+		}
+		if bf {
+			backfilled++
+		}
+	}
+	if backfilled != 20 {
+		t.Fatalf("%d backfilled records, want 20", backfilled)
+	}
+	// Once the checkpoint covers every insert, the 30 old rows (aged) go.
+	file, end := e.masterPos()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if cp := e.checkpoint(); cp != nil && cp.File == file && cp.Pos >= end {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint %+v never reached %s:%d", e.checkpoint(), file, end)
+		}
+	}
+	e.exec("UPDATE " + table + " SET create_time = NOW() - INTERVAL 10 DAY WHERE id <= 30")
+	code, out := e.runPrune("--older-than", "7d")
+	if code != 0 || !strings.Contains(out, "older than   create_time <") || !strings.Contains(out, "deleted      30 rows") {
+		t.Fatalf("prune: exit %d\n%s", code, out)
+	}
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SELECT COUNT(*), MIN(id) FROM " + table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.GetInt(0, 0); n != 10 {
+		t.Fatalf("%d rows left, want the 10 recent ones", n)
+	}
+	if min, _ := r.GetInt(0, 1); min != 31 {
+		t.Fatalf("smallest id left %d, want 31", min)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
 	}
 }
