@@ -76,8 +76,8 @@ type Summary struct {
 	bound      uint64 // rows with id < bound are published; MaxUint64: all visible rows
 	cutoff     string
 	age        string // the age column
-	candidates int64 // old enough and published (dry run: would be deleted)
-	kept       int64 // old enough but not known published: kept
+	candidates int64  // old enough and published (dry run: would be deleted)
+	kept       int64  // old enough but not known published: kept
 	deleted    int64
 	batches    int
 }
