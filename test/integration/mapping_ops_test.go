@@ -15,7 +15,8 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/verify"
 )
 
-// A Debezium-layout table (UUID ids, key aggregateid, topic
+// A Debezium-layout table (CHAR(36) UUID ids: the mapped fast rows path's
+// CHAR columns, key aggregateid, topic
 // outbox.event.{aggregatetype}, ordering column seq published as seq_no)
 // through the operations: verify checks it by its string ids and finds the
 // dead-lettered row (a NULL aggregateid) missing; once the row is fixed,
@@ -31,10 +32,10 @@ func TestMappingDebeziumOps(t *testing.T) {
 	dlq := e.topic + ".dlq"
 	createTopic(t, dlq, 1)
 	e.exec("CREATE TABLE " + table + ` (
-		id VARCHAR(36) NOT NULL PRIMARY KEY,
+		id CHAR(36) NOT NULL PRIMARY KEY,
 		aggregatetype VARCHAR(255) NOT NULL,
 		aggregateid VARCHAR(255) NULL,
-		type VARCHAR(255) NOT NULL,
+		type CHAR(32) NOT NULL,
 		payload JSON,
 		seq BIGINT NOT NULL)`)
 	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
