@@ -139,8 +139,12 @@ func DeadLetter(m *kafka.Message, p *Poison, topic string, maxBytes int64) kafka
 		kafka.Header{Key: HeaderDLQError, Value: []byte(p.Err.Error())},
 		kafka.Header{Key: HeaderDLQTopic, Value: []byte(p.Topic)},
 	)
-	if p.Table != "" {
-		h = append(h, kafka.Header{Key: HeaderDLQTable, Value: []byte(p.Table)})
+	table := p.Table
+	if t, ok := m.WriterData.(interface{ OutboxTable() string }); ok && table == "" {
+		table = t.OutboxTable() // a record the broker rejected (its Poison knows no event)
+	}
+	if table != "" {
+		h = append(h, kafka.Header{Key: HeaderDLQTable, Value: []byte(table)})
 	}
 	out := kafka.Message{Topic: topic, Key: m.Key, Value: m.Value, Headers: h}
 	if p.Reason == ReasonTooLarge || p.Reason == ReasonBrokerTooLarge || estimate(&out) > maxBytes {
