@@ -320,6 +320,12 @@ func (g *genMap) decodeRow(row []any) (Event, error) {
 	return e, nil
 }
 
+// NullRequired returns the poison error (wrapping ErrDecode) of a mapped
+// row with a NULL in a required column (mapping.Mapping.Required: the id,
+// a key, the topic's columns, the payload) of vals (by slot), or nil: what
+// the reader sets as Event.Err.
+func NullRequired(t *Table, vals [][]byte) error { return nullRequired(t, vals) }
+
 // nullRequired returns the poison error of a row with a NULL in a
 // required column, or nil.
 func nullRequired(t *Table, vals [][]byte) error {

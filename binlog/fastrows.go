@@ -306,16 +306,39 @@ func fixedLen(tp byte, meta uint16) (int, bool) {
 
 // varLen reports whether a type is stored as a length prefix and bytes
 // that this decoder can skip: VARCHAR (1-byte prefix up to 255 bytes of
-// declared length, else 2), BLOB/TEXT and MySQL's JSON (meta = prefix
-// bytes, 1 to 4; JSON's is 4).
+// declared length, else 2), CHAR and BINARY (the same, by charLen; not
+// ENUM and SET, which share its type code), BLOB/TEXT and MySQL's JSON
+// (meta = prefix bytes, 1 to 4; JSON's is 4).
 func varLen(tp byte, meta uint16) bool {
 	switch tp {
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		return true
+	case mysql.MYSQL_TYPE_STRING:
+		_, ok := charLen(meta)
+		return ok
 	case mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_JSON:
 		return meta >= 1 && meta <= 4
 	}
 	return false
+}
+
+// charLen returns the declared byte length of a CHAR/BINARY column from
+// its table map metadata (real type in the high byte, the length's low
+// byte in the low one; lengths above 255 keep two more bits in the real
+// type's bits 4-5, inverted: MySQL's Field_string::do_save_field_metadata,
+// as go-mysql's decodeValue reads it); false for ENUM and SET.
+func charLen(meta uint16) (int, bool) {
+	if meta < 256 {
+		return int(meta), true
+	}
+	b0, b1 := byte(meta>>8), byte(meta)
+	if b0&0x30 != 0x30 {
+		return int(uint16(b1) | uint16((b0&0x30)^0x30)<<4), true
+	}
+	if b0 == mysql.MYSQL_TYPE_ENUM || b0 == mysql.MYSQL_TYPE_SET {
+		return 0, false
+	}
+	return int(b1), true
 }
 
 var errShort = errors.New("short row image")
@@ -334,6 +357,12 @@ func (p *rowPlan) value(data []byte, i int) (v []byte, n int, err error) {
 	switch tp {
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		if meta < 256 {
+			pre = 1
+		} else {
+			pre = 2
+		}
+	case mysql.MYSQL_TYPE_STRING:
+		if n, _ := charLen(meta); n < 256 {
 			pre = 1
 		} else {
 			pre = 2
@@ -520,7 +549,7 @@ func appendTemporal(dst, b []byte, dec int, ts bool) ([]byte, bool) {
 
 // initGeneric prepares the fast path of tbl's mapping (not the im
 // preset): every column skippable by length, every mapped column of a type
-// rendered here (integers, VARCHAR, BLOB/TEXT, MySQL's JSON, DATETIME2,
+// rendered here (integers, VARCHAR, CHAR, BLOB/TEXT, MySQL's JSON, DATETIME2,
 // TIMESTAMP2); otherwise go-mysql's path (genMap) decodes the rows.
 func (p *rowPlan) initGeneric(t *replication.TableMapEvent, tbl *Table) {
 	n := int(t.ColumnCount)
@@ -552,7 +581,7 @@ func (p *rowPlan) initGeneric(t *replication.TableMapEvent, tbl *Table) {
 			if s == m.ID {
 				g.intID = true
 			}
-		case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_JSON:
+		case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_JSON:
 		case mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
 			g.dec[s] = min(int(t.ColumnMeta[i]), 6)
 		default:
@@ -612,7 +641,7 @@ func (p *rowPlan) decodeGeneric(data []byte) ([]Event, bool) {
 				continue
 			}
 			switch g.kind[s] {
-			case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_BLOB:
+			case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_BLOB:
 				vals[s] = v[:len(v):len(v)]
 				continue
 			}

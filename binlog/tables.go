@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -34,10 +35,21 @@ type TableConfig struct {
 type Table struct {
 	Schema, Name string
 	Mapping      *mapping.Mapping
+	label        string // "schema.table", computed once
 }
 
 // String returns "schema.table", the per-table metrics label.
 func (t *Table) String() string { return t.Schema + "." + t.Name }
+
+// OutboxTable returns "schema.table" without allocating (computed by
+// Compile): the table label of the metrics, read from the records'
+// WriterData (see router.Route).
+func (t *Table) OutboxTable() string {
+	if t.label == "" {
+		return t.String()
+	}
+	return t.label
+}
 
 type tableEntry struct {
 	schema, name string // a literal table
@@ -187,7 +199,7 @@ func (ts *TableSet) Compile(schema, table string, cols []mapping.Column) (*Table
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ts.entries[i].field, err)
 	}
-	return &Table{Schema: schema, Name: table, Mapping: m}, nil
+	return &Table{Schema: schema, Name: table, Mapping: m, label: schema + "." + table}, nil
 }
 
 // Lister reads the server's catalogue for Check.
@@ -249,6 +261,47 @@ func (ts *TableSet) Check(l Lister) ([]*Table, error) {
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// SelectList returns the SELECT list of the mapped columns in slot order
+// (quoted), rendered by the server as the reader renders them (integers
+// and DATETIME/TIMESTAMP as text; TIMESTAMP in UTC when the session's
+// time_zone is +00:00), for reading rows into Events with EventFromText:
+// the backfill and dead-letter republish.
+func (t *Table) SelectList() string {
+	m := t.Mapping
+	sel := make([]string, len(m.Cols))
+	for i, c := range m.Cols {
+		switch m.Kinds[i] {
+		case mapping.KindInteger, mapping.KindTime:
+			sel[i] = "CAST(`" + c + "` AS CHAR)"
+		default:
+			sel[i] = "`" + c + "`"
+		}
+	}
+	return strings.Join(sel, ", ")
+}
+
+// IDColumn returns the mapping's id column, quoted.
+func (t *Table) IDColumn() string { return "`" + t.Mapping.Name(t.Mapping.ID) + "`" }
+
+// Quoted returns `schema`.`table`.
+func (t *Table) Quoted() string { return "`" + t.Schema + "`.`" + t.Name + "`" }
+
+// EventFromText returns the Event of a row read with SelectList (vals by
+// slot, nil for NULL), as the reader decodes it: Vals, ID for an integer
+// id column, Payload, and Err (wrapping ErrDecode) for a NULL in a
+// required column.
+func (t *Table) EventFromText(vals [][]byte) Event {
+	m := t.Mapping
+	e := Event{Table: t, Vals: vals, Payload: vals[m.Payload]}
+	if m.Kinds[m.ID] == mapping.KindInteger && vals[m.ID] != nil {
+		if id, err := strconv.ParseUint(string(vals[m.ID]), 10, 64); err == nil {
+			e.ID = id
+		}
+	}
+	e.Err = nullRequired(t, vals)
+	return e
 }
 
 // tableMapColumns returns what a table map event tells of the columns
@@ -386,6 +439,31 @@ func namesEqual(a []string, b [][]byte) bool {
 		}
 	}
 	return true
+}
+
+// Variable reports whether a mapping of the set routes by a template over
+// columns or a topic column: its topics are known only from the rows.
+func (ts *TableSet) Variable() bool {
+	for i := range ts.entries {
+		r, _ := mapping.Resolve(ts.entries[i].cfg)
+		if r.TopicColumn != "" {
+			return true
+		}
+		topic := cmpOr(r.Topic, ts.defaultTopic)
+		if t, err := mapping.ParseTemplate(topic); err == nil {
+			if _, ok := t.Fixed(); !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // FixedTopics returns the fixed topics (no placeholders, no topic column)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,12 +26,18 @@ import (
 // "cdc-outbox dead-letter republish".
 const RepublishedFrom = "dead-letter"
 
-func ParseEventIDs(ss []string) ([]uint64, error) {
-	var out []uint64
+// ParseEventIDs checks the --event-id values: the event_id headers of
+// dead letters (the outbox rows' ids: a positive integer, or a string such
+// as a UUID for a mapping whose id column is a string).
+func ParseEventIDs(ss []string) ([]string, error) {
+	var out []string
 	for _, s := range ss {
-		id, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
-		if err != nil || id == 0 {
-			return nil, fmt.Errorf("--event-id %q: want a positive integer (the outbox row's id)", s)
+		id := strings.TrimSpace(s)
+		if id == "" {
+			return nil, fmt.Errorf("--event-id %q: want the outbox row's id (the event_id header)", s)
+		}
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil && n <= 0 || strings.HasPrefix(id, "-") {
+			return nil, fmt.Errorf("--event-id %q: want a positive integer or a string id (the event_id header)", s)
 		}
 		out = append(out, id)
 	}
@@ -39,7 +46,7 @@ func ParseEventIDs(ss []string) ([]uint64, error) {
 
 // Options select what Republish does.
 type Options struct {
-	IDs    []uint64 // none: every event of the dead-letter topic
+	IDs    []string // event ids; none: every event of the dead-letter topic
 	DryRun bool
 	Out    io.Writer // one line per event, then the summary is the caller's
 }
@@ -64,10 +71,26 @@ func (s Summary) String() string {
 
 // deadLettered is one event's newest record in the dead-letter topic.
 type deadLettered struct {
-	id  uint64
+	id  string
 	rec verify.Record
 }
 
+// less orders event ids: integers by value, then strings.
+func less(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	switch {
+	case errA == nil && errB == nil:
+		return x < y
+	case errA == nil || errB == nil:
+		return errA == nil
+	}
+	return a < b
+}
+
+// Republish publishes the selected dead letters again from their outbox
+// rows, read now and routed through the row's table's mapping (the
+// dlq_table header, else the source's only table), as run would.
 func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (Summary, error) {
 	sum := Summary{DryRun: o.DryRun}
 	topic := cfg.Kafka.DeadLetterTopic
@@ -76,74 +99,117 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 		return sum, fmt.Errorf("dead-letter republish: read %s: %w", topic, err)
 	}
 	// One entry per event: a restart may have dead-lettered it twice.
-	byID := map[uint64]verify.Record{}
+	byID := map[string]verify.Record{}
 	for _, r := range recs {
-		id, err := strconv.ParseUint(r.EventID, 10, 64)
-		if err != nil {
+		if r.EventID == "" {
 			fmt.Fprintf(o.Out, "skipping record %s/%d@%d: no event_id header\n", topic, r.Partition, r.Offset)
 			continue
 		}
-		byID[id] = r
+		byID[r.Headers[sink.HeaderDLQTable]+"\x00"+r.EventID] = r
 	}
 	var sel []deadLettered
-	var absent []uint64
+	var absent []string
 	if len(o.IDs) == 0 {
-		for id, r := range byID {
-			sel = append(sel, deadLettered{id, r})
+		for _, r := range byID {
+			sel = append(sel, deadLettered{r.EventID, r})
 		}
 	} else {
-		seen := map[uint64]bool{}
+		want := map[string]bool{}
 		for _, id := range o.IDs {
-			if seen[id] {
-				continue
+			want[id] = true
+		}
+		found := map[string]bool{}
+		for _, r := range byID {
+			if want[r.EventID] {
+				sel = append(sel, deadLettered{r.EventID, r})
+				found[r.EventID] = true
 			}
-			seen[id] = true
-			r, ok := byID[id]
-			if !ok {
+		}
+		for _, id := range o.IDs {
+			if !found[id] && !slices.Contains(absent, id) {
 				absent = append(absent, id)
-				continue
 			}
-			sel = append(sel, deadLettered{id, r})
 		}
 	}
 	// In event id order: a conversation's republished events keep their order.
-	sort.Slice(sel, func(i, j int) bool { return sel[i].id < sel[j].id })
+	sort.Slice(sel, func(i, j int) bool {
+		if a, b := sel[i].rec.Headers[sink.HeaderDLQTable], sel[j].rec.Headers[sink.HeaderDLQTable]; a != b {
+			return a < b
+		}
+		return less(sel[i].id, sel[j].id)
+	})
 	fmt.Fprintf(o.Out, "dead-letter topic %s: %d records, %d events; %d selected\n", topic, len(recs), len(byID), len(sel)+len(absent))
 	for _, id := range absent {
 		sum.Selected++
 		sum.Missing++
-		fmt.Fprintf(o.Out, "event %d: MISSING: not in the dead-letter topic %s\n", id, topic)
+		fmt.Fprintf(o.Out, "event %s: MISSING: not in the dead-letter topic %s\n", id, topic)
 	}
 	if len(sel) == 0 {
 		return sum, nil
 	}
 
 	src := cfg.Source
+	srv, err := binlog.Connect(ctx, src, log.Named("source"))
+	if err != nil {
+		return sum, fmt.Errorf("dead-letter republish: connect to %s: %w", src.Addr, err)
+	}
+	defer srv.Close()
+	ts, err := binlog.NewTableSet(src, cfg.Router.Topic)
+	if err != nil {
+		return sum, err
+	}
+	var tables []*binlog.Table
+	if !ts.Legacy() {
+		if tables, err = ts.Check(srv); err != nil {
+			return sum, fmt.Errorf("dead-letter republish: %w", err)
+		}
+	}
 	conn, err := binlog.Dial(ctx, src, src.Schema)
 	if err != nil {
 		return sum, fmt.Errorf("dead-letter republish: connect to %s: %w", src.Addr, err)
 	}
 	defer conn.Close()
+	// TIMESTAMP columns in UTC, as the binlog carries them.
+	if _, err := conn.Execute("SET time_zone = '+00:00'"); err != nil {
+		return sum, fmt.Errorf("dead-letter republish: %w", err)
+	}
 	rt := router.New(cfg.Router)
 	var kw *sink.Producer
 	if !o.DryRun {
 		kw = sink.NewProducer(cfg.Kafka, router.Balancer(), log.Named("republish"))
 		defer kw.Close()
 	}
-	table := fmt.Sprintf("`%s`.`%s`", src.Schema, src.Table)
 	for _, d := range sel {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
 		sum.Selected++
-		was := fmt.Sprintf("event %d (dead-lettered as %s)", d.id, cmp.Or(d.rec.Headers[sink.HeaderDLQReason], "?"))
-		e, found, err := outboxRow(conn, table, d.id)
+		was := fmt.Sprintf("event %s (dead-lettered as %s)", d.id, cmp.Or(d.rec.Headers[sink.HeaderDLQReason], "?"))
+		tbl, table, err := tableOf(ts, tables, d.rec.Headers[sink.HeaderDLQTable], src)
+		if err != nil {
+			sum.Failed++
+			fmt.Fprintf(o.Out, "%s: FAILED: %v\n", was, err)
+			continue
+		}
+		var e binlog.Event
+		var found bool
+		if tbl == nil {
+			id, perr := strconv.ParseUint(d.id, 10, 64)
+			if perr != nil {
+				sum.Missing++
+				fmt.Fprintf(o.Out, "%s: MISSING: %s's id column is an integer, the event id is not\n", was, table)
+				continue
+			}
+			e, found, err = outboxRow(conn, table, id)
+		} else {
+			e, found, err = mappedRow(conn, tbl, d.id)
+		}
 		if err != nil {
 			return sum, err
 		}
 		if !found {
 			sum.Missing++
-			fmt.Fprintf(o.Out, "%s: MISSING: no row with id %d in %s\n", was, d.id, table)
+			fmt.Fprintf(o.Out, "%s: MISSING: no row with id %s in %s\n", was, d.id, table)
 			continue
 		}
 		e.Pos = position(d.rec.Headers[router.HeaderBinlogPos])
@@ -163,7 +229,7 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 		m.Headers = append(m.Headers, kafka.Header{Key: sink.HeaderRepublishedFrom, Value: []byte(RepublishedFrom)})
 		if o.DryRun {
 			sum.Published++
-			fmt.Fprintf(o.Out, "%s: would republish to %s (conversation %d, seq_no %d, %d bytes)\n", was, m.Topic, e.ConversationID, e.SeqNo, len(m.Value))
+			fmt.Fprintf(o.Out, "%s: would republish to %s (key %s, %d bytes)\n", was, m.Topic, m.Key, len(m.Value))
 			continue
 		}
 		if err := kw.WriteMessages(ctx, m); err != nil {
@@ -181,9 +247,54 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 			continue
 		}
 		sum.Published++
-		fmt.Fprintf(o.Out, "%s: republished to %s (conversation %d, seq_no %d, %d bytes)\n", was, m.Topic, e.ConversationID, e.SeqNo, len(m.Value))
+		fmt.Fprintf(o.Out, "%s: republished to %s (key %s, %d bytes)\n", was, m.Topic, m.Key, len(m.Value))
 	}
 	return sum, nil
+}
+
+// tableOf returns the table of a dead letter: the one its dlq_table
+// header names, else the source's only table; a nil *binlog.Table for the
+// single im table (read into the typed fields). table is its quoted name.
+func tableOf(ts *binlog.TableSet, tables []*binlog.Table, name string, src binlog.Config) (*binlog.Table, string, error) {
+	if ts.Legacy() {
+		return nil, fmt.Sprintf("`%s`.`%s`", src.Schema, src.Table), nil
+	}
+	if name == "" {
+		if len(tables) == 1 {
+			t := tables[0]
+			return t, fmt.Sprintf("`%s`.`%s`", t.Schema, t.Name), nil
+		}
+		return nil, "", fmt.Errorf("the dead letter has no %s header and the source reads %d tables: cannot tell which table holds the row", sink.HeaderDLQTable, len(tables))
+	}
+	for _, t := range tables {
+		if t.String() == name {
+			return t, fmt.Sprintf("`%s`.`%s`", t.Schema, t.Name), nil
+		}
+	}
+	return nil, "", fmt.Errorf("table %s (header %s) is not an outbox table of this source now", name, sink.HeaderDLQTable)
+}
+
+// mappedRow reads the row with id of a mapped table: its mapped columns as
+// the binlog reader renders them (binlog.Table.SelectList), a NULL in a
+// required column setting Err as the reader does.
+func mappedRow(conn *client.Conn, t *binlog.Table, id string) (binlog.Event, bool, error) {
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", t.SelectList(), t.Quoted(), t.IDColumn())
+	r, err := conn.Execute(q, id)
+	if err != nil {
+		return binlog.Event{}, false, fmt.Errorf("dead-letter republish: read row %s of %s: %w", id, t, err)
+	}
+	defer r.Close()
+	if r.RowNumber() == 0 {
+		return binlog.Event{}, false, nil
+	}
+	vals := make([][]byte, len(t.Mapping.Cols))
+	for i := range vals {
+		if null, _ := r.IsNull(0, i); !null {
+			v, _ := r.GetString(0, i)
+			vals[i] = []byte(v)
+		}
+	}
+	return t.EventFromText(vals), true, nil
 }
 
 // outboxRow reads the outbox row id as the binlog reader decodes it.

@@ -2,17 +2,18 @@ package deadletter
 
 import (
 	"reflect"
+	"sort"
 	"testing"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 )
 
 func TestParseEventIDs(t *testing.T) {
-	got, err := ParseEventIDs([]string{"42", " 7", "18446744073709551615"})
-	if err != nil || !reflect.DeepEqual(got, []uint64{42, 7, 18446744073709551615}) {
+	got, err := ParseEventIDs([]string{"42", " 7", "18446744073709551615", "3f2b8c1e-0c1d-4d5e-9f00-1a2b3c4d5e6f"})
+	if err != nil || !reflect.DeepEqual(got, []string{"42", "7", "18446744073709551615", "3f2b8c1e-0c1d-4d5e-9f00-1a2b3c4d5e6f"}) {
 		t.Fatalf("ParseEventIDs = %v, %v", got, err)
 	}
-	for _, bad := range []string{"", "0", "-1", "x", "1.5"} {
+	for _, bad := range []string{"", " ", "0", "-1"} {
 		if _, err := ParseEventIDs([]string{bad}); err == nil {
 			t.Errorf("ParseEventIDs(%q) accepted", bad)
 		}
@@ -41,5 +42,13 @@ func TestRepublishSummary(t *testing.T) {
 	s = Summary{Selected: 1, Published: 1, DryRun: true}
 	if !s.OK() || s.String() != "summary: 1 selected, 1 would republish (dry run), 0 still poison, 0 missing, 0 failed" {
 		t.Errorf("%v %q", s.OK(), s.String())
+	}
+}
+
+func TestEventIDOrder(t *testing.T) {
+	ids := []string{"10", "b", "9", "a", "100"}
+	sort.Slice(ids, func(i, j int) bool { return less(ids[i], ids[j]) })
+	if want := []string{"9", "10", "100", "a", "b"}; !reflect.DeepEqual(ids, want) {
+		t.Fatalf("%v, want %v", ids, want)
 	}
 }

@@ -40,14 +40,19 @@ type BuildInfo struct {
 //
 // Publishing (reported by the sink's Writer as its Observer):
 //
-//	cdc_outbox_records_produced_total{source,topic}       records acknowledged by Kafka (acks=all); dead letters under the dead-letter topic
+//	cdc_outbox_records_produced_total{source,topic,table} records acknowledged by Kafka (acks=all), by topic and outbox table (schema.table); dead letters under the dead-letter topic
 //	cdc_outbox_records_failed_total{source,topic}         records whose produce call failed after the producer's retries (sent again after the pipeline restarts)
 //	cdc_outbox_produce_seconds{source,result}             histogram: one produce call (a round) until acknowledged or given up; result ok or error
 //	cdc_outbox_acked_commit_timestamp_seconds{source}     commit time of the newest acknowledged transaction (1 s resolution)
 //	cdc_outbox_last_ack_timestamp_seconds{source}         when the newest acknowledgement happened
 //	cdc_outbox_ack_delay_seconds{source}                  commit → acknowledgement of that transaction, at that moment (frozen between acknowledgements)
-//	cdc_outbox_records_dead_lettered_total{source,reason} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason
-//	cdc_outbox_poison_records_total{source,reason}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
+//	cdc_outbox_records_dead_lettered_total{source,reason,table} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason and outbox table
+//	cdc_outbox_poison_records_total{source,reason,table}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
+//
+// The table label is the row's outbox table, "schema.table" (one series
+// per table a pattern matches: sharded tables are visible one by one; ""
+// until Source.SetTables named them); the poison record that stops the
+// publisher counts under the first table.
 //
 // Pipeline and source (reported by run), each labelled {source}:
 //
@@ -122,6 +127,9 @@ type Source struct {
 
 	// deadLetterTopic is the topic whose records count as dead letters.
 	deadLetterTopic atomic.Pointer[string]
+	// tables are the outbox tables known at start (SetTables); the first
+	// labels records that carry no table.
+	tables atomic.Pointer[[]string]
 
 	mu sync.Mutex
 	// source facts for seconds_behind_source
@@ -135,7 +143,7 @@ type Source struct {
 }
 
 // poisonReasons are the values of the reason label known in advance.
-var poisonReasons = []sink.Reason{sink.ReasonInvalidJSON, sink.ReasonTooLarge, sink.ReasonBrokerTooLarge, sink.ReasonInvalidTopic}
+var poisonReasons = []sink.Reason{sink.ReasonInvalidJSON, sink.ReasonTooLarge, sink.ReasonBrokerTooLarge, sink.ReasonInvalidTopic, sink.ReasonUndecodable}
 
 // LabelSource is the label naming the source of a series.
 const LabelSource = "source"
@@ -157,7 +165,7 @@ func NewMetrics(b BuildInfo) *Metrics {
 		now:     time.Now,
 		sources: map[string]*Source{},
 		produced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_produced_total",
-			Help: "Records acknowledged by Kafka (acks=all), by source and topic; dead letters count under the dead-letter topic."}, []string{LabelSource, "topic"}),
+			Help: "Records acknowledged by Kafka (acks=all), by source, topic and outbox table (schema.table); dead letters count under the dead-letter topic."}, []string{LabelSource, "topic", "table"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_failed_total",
 			Help: "Records whose produce call failed after the producer's retries, by source and topic; the pipeline sends them again after its restart."}, []string{LabelSource, "topic"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Prefix + "produce_seconds",
@@ -170,9 +178,9 @@ func NewMetrics(b BuildInfo) *Metrics {
 		delay: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "ack_delay_seconds",
 			Help: "Commit to acknowledgement of the source's newest acknowledged transaction (1 s resolution), at that moment; it does not move between acknowledgements (use seconds_behind_source for lag)."}, src),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "records_dead_lettered_total",
-			Help: "Dead-letter records acknowledged by Kafka (kafka.on-poison: dead-letter), by source and poison reason (the dlq_reason header)."}, []string{LabelSource, "reason"}),
+			Help: "Dead-letter records acknowledged by Kafka (kafka.on-poison: dead-letter), by source, poison reason (the dlq_reason header) and outbox table."}, []string{LabelSource, "reason", "table"}),
 		poison: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "poison_records_total",
-			Help: "Poison records found, by source and reason: dead-lettered ones, and the one that stopped the publisher under kafka.on-poison: fail."}, []string{LabelSource, "reason"}),
+			Help: "Poison records found, by source, reason and outbox table: dead-lettered ones, and the one that stopped the publisher under kafka.on-poison: fail."}, []string{LabelSource, "reason", "table"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "pipeline_restarts_total",
 			Help: "Pipeline restarts of the source from the last acknowledged position after retryable errors (broker, database, network)."}, src),
 		purged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "purged_skips_total",
@@ -225,10 +233,7 @@ func (m *Metrics) Source(name string) *Source {
 	for _, r := range []string{"ok", "error"} {
 		s.seconds.WithLabelValues(r)
 	}
-	for _, r := range poisonReasons {
-		s.dead.WithLabelValues(string(r))
-		s.poison.WithLabelValues(string(r))
-	}
+	s.SetTables() // the table label "" until the tables are known
 	m.sources[name] = s
 	return s
 }
@@ -288,9 +293,59 @@ func (m *Metrics) Handler() http.Handler {
 // they are first written).
 func (s *Source) InitTopics(topics ...string) {
 	for _, t := range topics {
-		s.produced.WithLabelValues(t)
+		for _, tb := range *s.tables.Load() {
+			s.produced.WithLabelValues(t, tb)
+		}
 		s.failed.WithLabelValues(t)
 	}
+}
+
+// SetTables names the outbox tables known at start ("schema.table"; the
+// tables a pattern matches then): the series of each poison reason, and
+// of each topic InitTopics names, exist at 0 for each. The first labels
+// the records of the single im table (which carry no table). Call it
+// before InitTopics.
+func (s *Source) SetTables(tables ...string) {
+	if len(tables) == 0 {
+		tables = []string{""}
+	}
+	tables = append([]string(nil), tables...)
+	if old := s.tables.Load(); old != nil && len(*old) == 1 && (*old)[0] == "" && tables[0] != "" {
+		for _, r := range poisonReasons { // the series of before the tables were known
+			s.dead.DeleteLabelValues(string(r), "")
+			s.poison.DeleteLabelValues(string(r), "")
+		}
+	}
+	s.tables.Store(&tables)
+	for _, t := range tables {
+		for _, r := range poisonReasons {
+			s.dead.WithLabelValues(string(r), t)
+			s.poison.WithLabelValues(string(r), t)
+		}
+	}
+}
+
+// defaultTable labels the records without a table.
+func (s *Source) defaultTable() string { return (*s.tables.Load())[0] }
+
+// outboxTable is what the router leaves in a record's WriterData: the
+// row's *binlog.Table (or an explicit partition naming it).
+type outboxTable interface{ OutboxTable() string }
+
+// tableOf returns a record's outbox table: its WriterData's, a dead
+// letter's dlq_table header, else the default.
+func (s *Source) tableOf(msg *kafka.Message, dead bool) string {
+	if t, ok := msg.WriterData.(outboxTable); ok {
+		return t.OutboxTable()
+	}
+	if dead {
+		for _, h := range msg.Headers {
+			if h.Key == sink.HeaderDLQTable {
+				return string(h.Value)
+			}
+		}
+	}
+	return s.defaultTable()
 }
 
 // SetDeadLetterTopic names the dead-letter topic (kafka.dead-letter-topic
@@ -317,11 +372,12 @@ func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	if p := s.deadLetterTopic.Load(); p != nil {
 		dlq = *p
 	}
-	// Count in runs of one topic: a round usually has one.
+	// Count in runs of one topic and table: a round usually has one.
 	var ok, bad int
+	var table string
 	flush := func(topic string) {
 		if ok > 0 {
-			s.produced.WithLabelValues(topic).Add(float64(ok))
+			s.produced.WithLabelValues(topic, table).Add(float64(ok))
 		}
 		if bad > 0 {
 			s.failed.WithLabelValues(topic).Add(float64(bad))
@@ -329,13 +385,16 @@ func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
 		ok, bad = 0, 0
 	}
 	for i := range msgs {
-		if i > 0 && msgs[i].Topic != msgs[i-1].Topic {
+		dead := dlq != "" && msgs[i].Topic == dlq
+		tb := s.tableOf(&msgs[i], dead)
+		if i > 0 && (msgs[i].Topic != msgs[i-1].Topic || tb != table) {
 			flush(msgs[i-1].Topic)
 		}
+		table = tb
 		if err == nil || partial && werrs[i] == nil {
 			ok++
-			if dlq != "" && msgs[i].Topic == dlq {
-				s.deadLettered(&msgs[i])
+			if dead {
+				s.deadLettered(&msgs[i], tb)
 			}
 		} else {
 			bad++
@@ -346,7 +405,7 @@ func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	}
 }
 
-func (s *Source) deadLettered(msg *kafka.Message) {
+func (s *Source) deadLettered(msg *kafka.Message, table string) {
 	reason := "unknown"
 	for _, h := range msg.Headers {
 		if h.Key == sink.HeaderDLQReason {
@@ -354,13 +413,16 @@ func (s *Source) deadLettered(msg *kafka.Message) {
 			break
 		}
 	}
-	s.dead.WithLabelValues(reason).Inc()
-	s.poison.WithLabelValues(reason).Inc()
+	s.dead.WithLabelValues(reason, table).Inc()
+	s.poison.WithLabelValues(reason, table).Inc()
 }
 
 // PoisonStopped counts the poison record that stopped the publisher under
-// kafka.on-poison: fail (a *sink.PoisonError's Reason).
-func (s *Source) PoisonStopped(reason sink.Reason) { s.poison.WithLabelValues(string(reason)).Inc() }
+// kafka.on-poison: fail (a *sink.PoisonError's Reason), under the first
+// table of SetTables.
+func (s *Source) PoisonStopped(reason sink.Reason) {
+	s.poison.WithLabelValues(string(reason), s.defaultTable()).Inc()
+}
 
 // Acked implements sink.Observer: p is the end of an acknowledged run of
 // transactions, p.Time the commit time of its last one.

@@ -32,8 +32,8 @@ func TestMetricsObserver(t *testing.T) {
 		got  float64
 		want float64
 	}{
-		{"produced a", testutil.ToFloat64(m.produced.WithLabelValues("a")), 4},
-		{"produced b", testutil.ToFloat64(m.produced.WithLabelValues("b")), 1},
+		{"produced a", testutil.ToFloat64(m.produced.WithLabelValues("a", "")), 4},
+		{"produced b", testutil.ToFloat64(m.produced.WithLabelValues("b", "")), 1},
 		{"failed b", testutil.ToFloat64(m.failed.WithLabelValues("b")), 2},
 		{"failed c", testutil.ToFloat64(m.failed.WithLabelValues("c")), 1},
 	} {
@@ -66,7 +66,7 @@ func TestMetricsObserver(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	for _, want := range []string{`cdc_outbox_records_produced_total{source="default",topic="a"} 4`, `cdc_outbox_pipeline_restarts_total{source="default"} 1`,
+	for _, want := range []string{`cdc_outbox_records_produced_total{source="default",table="",topic="a"} 4`, `cdc_outbox_pipeline_restarts_total{source="default"} 1`,
 		`cdc_outbox_purged_skips_total{source="default"} 1`, `cdc_outbox_produce_seconds_count{result="error",source="default"} 2`, "go_goroutines", "process_resident_memory_bytes"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -101,9 +101,9 @@ func TestMetricsFromTheStart(t *testing.T) {
 		v    float64
 	}{
 		{"failed im.events", testutil.ToFloat64(m.failed.WithLabelValues("im.events"))},
-		{"produced im.dlq", testutil.ToFloat64(m.produced.WithLabelValues("im.dlq"))},
-		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues(string(sink.ReasonInvalidJSON)))},
-		{"poison too_large", testutil.ToFloat64(m.poison.WithLabelValues(string(sink.ReasonTooLarge)))},
+		{"produced im.dlq", testutil.ToFloat64(m.produced.WithLabelValues("im.dlq", ""))},
+		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues(string(sink.ReasonInvalidJSON), ""))},
+		{"poison too_large", testutil.ToFloat64(m.poison.WithLabelValues(string(sink.ReasonTooLarge), ""))},
 		{"restarts", testutil.ToFloat64(m.restarts)},
 		{"checkpoint age", m.CheckpointAge()},
 	} {
@@ -132,12 +132,12 @@ func TestDeadLetterCounts(t *testing.T) {
 		name      string
 		got, want float64
 	}{
-		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues("invalid_json")), 1},
-		{"dead-lettered too_large (failed)", testutil.ToFloat64(m.dead.WithLabelValues("too_large")), 0},
-		{"poison invalid_json", testutil.ToFloat64(m.poison.WithLabelValues("invalid_json")), 1},
-		{"poison invalid_topic (stopped)", testutil.ToFloat64(m.poison.WithLabelValues("invalid_topic")), 1},
-		{"produced dlq", testutil.ToFloat64(m.produced.WithLabelValues("dlq")), 1},
-		{"produced t", testutil.ToFloat64(m.produced.WithLabelValues("t")), 2},
+		{"dead-lettered invalid_json", testutil.ToFloat64(m.dead.WithLabelValues("invalid_json", "")), 1},
+		{"dead-lettered too_large (failed)", testutil.ToFloat64(m.dead.WithLabelValues("too_large", "")), 0},
+		{"poison invalid_json", testutil.ToFloat64(m.poison.WithLabelValues("invalid_json", "")), 1},
+		{"poison invalid_topic (stopped)", testutil.ToFloat64(m.poison.WithLabelValues("invalid_topic", "")), 1},
+		{"produced dlq", testutil.ToFloat64(m.produced.WithLabelValues("dlq", "")), 1},
+		{"produced t", testutil.ToFloat64(m.produced.WithLabelValues("t", "")), 2},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -298,8 +298,8 @@ func TestMetricsPerSource(t *testing.T) {
 	}
 	body := gather()
 	for _, want := range []string{
-		`cdc_outbox_records_produced_total{source="shard1",topic="t"} 2`,
-		`cdc_outbox_records_produced_total{source="shard2",topic="t"} 1`,
+		`cdc_outbox_records_produced_total{source="shard1",table="",topic="t"} 2`,
+		`cdc_outbox_records_produced_total{source="shard2",table="",topic="t"} 1`,
 		`cdc_outbox_seconds_behind_source{source="shard1"} 0`,
 		`cdc_outbox_seconds_behind_source{source="shard2"} 7`,
 		`cdc_outbox_source_connected{source="shard1"} 1`,
@@ -317,10 +317,43 @@ func TestMetricsPerSource(t *testing.T) {
 	if strings.Contains(body, `source="shard2"`) {
 		t.Errorf("series of shard2 after Forget:\n%s", body)
 	}
-	if !strings.Contains(body, `cdc_outbox_records_produced_total{source="shard1",topic="t"} 2`) {
+	if !strings.Contains(body, `cdc_outbox_records_produced_total{source="shard1",table="",topic="t"} 2`) {
 		t.Errorf("Forget of shard2 removed shard1's series")
 	}
 	if c := all.Source("shard2"); c == b || testutil.ToFloat64(c.restarts) != 0 {
 		t.Errorf("Source after Forget is not new")
+	}
+}
+
+// Records carry their outbox table in WriterData (router.Route): the
+// table label tells sharded tables apart; dead letters name theirs in
+// dlq_table; records without one count under the first table.
+func TestMetricsTableLabel(t *testing.T) {
+	m := NewMetrics(BuildInfo{}).Source("default")
+	m.SetTables("im.t_00", "im.t_01")
+	m.SetDeadLetterTopic("dlq")
+	m.InitTopics("im.events")
+	t0, t1 := &binlog.Table{Schema: "im", Name: "t_00"}, &binlog.Table{Schema: "im", Name: "t_01"}
+	dl := kafka.Message{Topic: "dlq", Headers: []kafka.Header{{Key: sink.HeaderDLQReason, Value: []byte(sink.ReasonUndecodable)}, {Key: sink.HeaderDLQTable, Value: []byte("im.t_01")}}}
+	m.Produced([]kafka.Message{{Topic: "im.events", WriterData: t0}, {Topic: "im.events", WriterData: t1}, {Topic: "im.events", WriterData: t1}, dl, {Topic: "im.events"}}, time.Millisecond, nil)
+	m.PoisonStopped(sink.ReasonInvalidJSON)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"produced t_00 (and one without a table)", testutil.ToFloat64(m.produced.WithLabelValues("im.events", "im.t_00")), 2},
+		{"produced t_01", testutil.ToFloat64(m.produced.WithLabelValues("im.events", "im.t_01")), 2},
+		{"dead letter t_01", testutil.ToFloat64(m.dead.WithLabelValues("undecodable", "im.t_01")), 1},
+		{"produced dlq t_01", testutil.ToFloat64(m.produced.WithLabelValues("dlq", "im.t_01")), 1},
+		{"poison stopped: first table", testutil.ToFloat64(m.poison.WithLabelValues("invalid_json", "im.t_00")), 1},
+		{"dead-letter series of t_01 exist at 0", testutil.ToFloat64(m.dead.WithLabelValues("too_large", "im.t_01")), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// The series of before the tables were known are gone; 2 tables x the reasons known in advance.
+	if n := testutil.CollectAndCount(m.poison); n != 2*len(poisonReasons) {
+		t.Errorf("poison_records_total has %d series, want %d", n, 2*len(poisonReasons))
 	}
 }

@@ -36,11 +36,26 @@ func (p *Publisher) backfill(ctx context.Context, srv *binlog.Server, cpw *check
 	if srv.Flavor() != binlog.FlavorMariaDB {
 		return binlog.Position{}, backfillError("the backfill is implemented for MariaDB (binlog_snapshot_file/position); on MySQL see docs/operations.md (backfill on MySQL 8)")
 	}
+	if len(cfg.Source.Tables) > 0 {
+		return binlog.Position{}, backfillError("the backfill reads the one table of source.schema/source.table, not source.tables: backfill each table with its own configuration first, or start without it")
+	}
 	snap, err := snapshot.Open(ctx, cfg.Source, where)
 	if err != nil {
 		return binlog.Position{}, err
 	}
 	defer snap.Close()
+	// A table with a mapping: its rows are read through it (id, key, topic ... columns).
+	if ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic); err == nil && !ts.Legacy() {
+		found, err := srv.CheckTables(ts)
+		if err != nil {
+			return binlog.Position{}, err
+		}
+		if len(found) == 1 {
+			if err := snap.SetTable(found[0]); err != nil {
+				return binlog.Position{}, err
+			}
+		}
+	}
 	at := snap.Pos()
 	if at.GTIDSet, err = srv.GTIDSetAt(at); err != nil {
 		return binlog.Position{}, err

@@ -41,8 +41,10 @@ type Observer interface {
 	SeedCommitTime(t time.Time)
 	// SetBytesBehind: binlog bytes from the resume position to the end.
 	SetBytesBehind(n int64)
-	// InitTopics and SetDeadLetterTopic name the topics known at start,
-	// so that their series exist at 0.
+	// SetTables, InitTopics and SetDeadLetterTopic name the outbox tables
+	// ("schema.table") and the topics known at start, so that their series
+	// exist at 0.
+	SetTables(tables ...string)
 	InitTopics(topics ...string)
 	SetDeadLetterTopic(topic string)
 	// PoisonStopped counts a stop on a poison record (on-poison: fail).
@@ -453,6 +455,26 @@ func Tables(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []string, 
 	return tables, cols, err
 }
 
+// tableNames returns the source's outbox tables ("schema.table") found at
+// start, for the metrics: source.schema/source.table, or those of
+// source.tables on the server now (none when they cannot be read: Tables
+// reports why).
+func tableNames(cfg config.Config, srv *binlog.Server) []string {
+	ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
+	if err != nil {
+		return nil
+	}
+	if ts.Legacy() || len(cfg.Source.Tables) == 0 {
+		return []string{cfg.Source.Schema + "." + cfg.Source.Table}
+	}
+	found, _ := srv.CheckTables(ts)
+	names := make([]string, len(found))
+	for i, t := range found {
+		names[i] = t.String()
+	}
+	return names
+}
+
 // first decides where the first pipeline start begins (Decide) and
 // returns the position to stream from, stored as the checkpoint.
 func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *checkpoint.Checkpoint, cpw *checkpoint.Writer) (binlog.Position, error) {
@@ -461,6 +483,9 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 		PositionMode: cfg.Source.PositionMode, Start: cfg.Source.Start, ExplicitStart: p.opts.ExplicitStart,
 		Backfill: cfg.Source.Backfill || p.opts.Backfill, BackfillFlag: p.opts.Backfill, Recover: cfg.Checkpoint.Recover,
 		Topic: cfg.Router.Topic, Template: strings.Contains(cfg.Router.Topic, "{")}
+	if ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic); err == nil {
+		f.Topic, f.Template = StartTopic(ts)
+	}
 	if mcp != nil {
 		f.Mirror, f.MirrorTopic = mcp, p.mirror.Topic()
 	}
@@ -474,6 +499,7 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 	if cp != nil {
 		p.obs.SeedCommitTime(cp.EventTime)
 	}
+	p.obs.SetTables(tableNames(cfg, srv)...)
 	if !f.Template {
 		p.obs.InitTopics(f.Topic)
 	}
@@ -655,6 +681,7 @@ func (nopObserver) SourceState(bool, bool)                         {}
 func (nopObserver) SeedCommitTime(time.Time)                       {}
 func (nopObserver) SetBytesBehind(int64)                           {}
 func (nopObserver) InitTopics(...string)                           {}
+func (nopObserver) SetTables(...string)                            {}
 func (nopObserver) SetDeadLetterTopic(string)                      {}
 func (nopObserver) PoisonStopped(sink.Reason)                      {}
 func (nopObserver) CheckpointSaved(binlog.Position)                {}

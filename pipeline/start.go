@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
@@ -76,6 +77,30 @@ type Decision struct {
 	// the position is to be written back to Redis.
 	FromMirror bool
 	Notes      []Note
+}
+
+// StartTopic returns Facts.Topic and Facts.Template for a source's tables
+// (binlog.NewTableSet with router.topic): the topic whose newest records'
+// binlog_txn_end headers tell whether and how far cdc-outbox published
+// without a checkpoint. The single im table: router.topic (a template
+// when it has {event_type}). With mappings (every record carries
+// binlog_txn_end): the one fixed topic they all publish to; several fixed
+// topics, a template over columns or a topic column count as a template
+// (the start cannot read every topic the rows may have gone to), named by
+// the first mapping's topic or the topics joined.
+func StartTopic(ts *binlog.TableSet) (topic string, template bool) {
+	if ts.Legacy() {
+		t := ts.DefaultTopic()
+		return t, strings.Contains(t, "{")
+	}
+	fixed := ts.FixedTopics()
+	if !ts.Variable() && len(fixed) == 1 {
+		return fixed[0], false
+	}
+	if len(fixed) > 0 && !ts.Variable() {
+		return strings.Join(fixed, ","), true
+	}
+	return "the mappings' topic templates or topic columns", true
 }
 
 // NeedsHeads reports whether Decide needs Facts.Heads: no checkpoint, a

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 )
 
 // The start decision, case by case (docs/operations.md, "Where a run
@@ -100,5 +101,43 @@ func TestNeedsHeads(t *testing.T) {
 		if got := NeedsHeads(c.f); got != c.want {
 			t.Errorf("NeedsHeads(%+v) = %v, want %v", c.f, got, c.want)
 		}
+	}
+}
+
+// The start decision reads the headers of the topic the tables publish to:
+// router.topic for the single im table, the mappings' one fixed topic,
+// else none (a template, a topic column, several topics).
+func TestStartTopic(t *testing.T) {
+	dbz := mapping.Config{Preset: mapping.PresetDebezium}
+	cases := []struct {
+		name     string
+		src      binlog.Config
+		topic    string
+		template bool
+	}{
+		{"im table", binlog.Config{Schema: "im", Table: "im_event_outbox"}, "im.events", false},
+		{"im table, router.topic a template", binlog.Config{Schema: "im", Table: "x"}, "im.{event_type}", true},
+		{"debezium: a template over aggregatetype", binlog.Config{Schema: "s", Table: "outbox", Mapping: dbz}, "", true},
+		{"debezium with a fixed topic", binlog.Config{Schema: "s", Table: "outbox", Mapping: mapping.Config{Preset: mapping.PresetDebezium, Topic: "orders"}}, "orders", false},
+		{"im preset with a header: router.topic", binlog.Config{Schema: "im", Table: "t", Mapping: mapping.Config{Headers: map[string]string{"status": "status"}}}, "im.events", false},
+		{"sharded im tables, one topic", binlog.Config{Schema: "im", Tables: []binlog.TableConfig{{Pattern: `im\.t_[0-9]+`}, {Table: "t_00", Mapping: mapping.Config{Headers: map[string]string{"status": "status"}}}}}, "im.events", false},
+		{"two fixed topics", binlog.Config{Schema: "im", Tables: []binlog.TableConfig{{Table: "a", Mapping: mapping.Config{Topic: "ta"}}, {Table: "b", Mapping: mapping.Config{Topic: "tb"}}}}, "ta,tb", true},
+		{"a topic column", binlog.Config{Schema: "s", Table: "o", Mapping: mapping.Config{Preset: mapping.PresetGeneric, TopicColumn: "topic"}}, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rt := "im.events"
+			if c.template && c.src.Table == "x" {
+				rt = "im.{event_type}"
+			}
+			ts, err := binlog.NewTableSet(c.src, rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			topic, tmpl := StartTopic(ts)
+			if tmpl != c.template || c.topic != "" && topic != c.topic {
+				t.Fatalf("StartTopic = %q, %v; want %q, %v", topic, tmpl, c.topic, c.template)
+			}
+		})
 	}
 }

@@ -1,11 +1,13 @@
 package prune
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/snapshot"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
@@ -21,7 +24,7 @@ import (
 
 // Options are prune's choices.
 type Options struct {
-	OlderThan time.Duration // only rows whose created_at is older
+	OlderThan time.Duration // only rows whose created_at (the mapping's timestamp column) is older
 	Batch     int           // rows per DELETE
 	Sleep     time.Duration // pause between batches
 	DryRun    bool
@@ -72,8 +75,9 @@ type Summary struct {
 	lagRows    int64  // outbox rows inserted between the checkpoint and the snapshot
 	bound      uint64 // rows with id < bound are published; MaxUint64: all visible rows
 	cutoff     string
-	candidates int64 // old enough and published (dry run: would be deleted)
-	kept       int64 // old enough but not known published: kept
+	age        string // the age column
+	candidates int64  // old enough and published (dry run: would be deleted)
+	kept       int64  // old enough but not known published: kept
 	deleted    int64
 	batches    int
 }
@@ -90,7 +94,7 @@ func (s *Summary) Print(w io.Writer, dry bool) {
 		}
 	}
 	if s.cutoff != "" {
-		fmt.Fprintf(w, "older than   created_at < %s\n", s.cutoff)
+		fmt.Fprintf(w, "older than   %s < %s\n", cmp.Or(s.age, "created_at"), s.cutoff)
 		fmt.Fprintf(w, "kept         %d old rows not known published\n", s.kept)
 	}
 	if dry {
@@ -98,6 +102,46 @@ func (s *Summary) Print(w io.Writer, dry bool) {
 	} else {
 		fmt.Fprintf(w, "deleted      %d rows in %d batches\n", s.deleted, s.batches)
 	}
+}
+
+// columns returns the outbox table's id column and age column (quoted)
+// from its mapping: the im table's id and created_at; a mapped table's id
+// column, which must be an integer that grows with each insert
+// (AUTO_INCREMENT: prune's bound is the smallest id inserted after the
+// checkpoint), and its timestamp column, else the preset's time column
+// (created_at, generic: create_time). One table only.
+func columns(cfg config.Config, ts *binlog.TableSet, srv *binlog.Server) (id, age string, err error) {
+	if ts.Legacy() {
+		return "`id`", "`created_at`", nil
+	}
+	if len(cfg.Source.Tables) > 0 {
+		return "", "", errors.New("prune reads the one table of source.schema/source.table, not source.tables: prune each table with its own configuration (source.table and its mapping)")
+	}
+	found, err := srv.CheckTables(ts)
+	if err != nil {
+		return "", "", err
+	}
+	if len(found) != 1 {
+		return "", "", fmt.Errorf("prune: table %s.%s not found", cfg.Source.Schema, cfg.Source.Table)
+	}
+	t := found[0]
+	m := t.Mapping
+	if m.Kinds[m.ID] != mapping.KindInteger {
+		return "", "", fmt.Errorf("prune: %s's id column %s is not an integer: prune tells published rows by an id that grows with each insert (AUTO_INCREMENT); delete old rows of this table with your own job", t, m.Name(m.ID))
+	}
+	r, _ := mapping.Resolve(cfg.Source.Mapping)
+	ageName := cmp.Or(r.Timestamp, r.CloudEvents.Time)
+	tcols, err := srv.TableColumns(t.Schema, t.Name)
+	if err != nil {
+		return "", "", err
+	}
+	ok := ageName != "" && slices.ContainsFunc(tcols, func(c mapping.Column) bool {
+		return strings.EqualFold(c.Name, ageName) && mapping.KindOf(c.DataType) == mapping.KindTime
+	})
+	if !ok {
+		return "", "", fmt.Errorf("prune: %s has no DATETIME/TIMESTAMP column %q to tell a row's age (--older-than): set source.mapping.timestamp to the column of the row's creation time", t, ageName)
+	}
+	return t.IDColumn(), "`" + ageName + "`", nil
 }
 
 func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*Summary, error) {
@@ -134,6 +178,15 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 	if err != nil {
 		return sum, Failed{err}
 	}
+	ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
+	if err != nil {
+		return sum, Failed{err}
+	}
+	idCol, ageCol, err := columns(cfg, ts, srv)
+	if err != nil {
+		return sum, Failed{err}
+	}
+	sum.age = strings.Trim(ageCol, "`")
 	snap, err := snapshot.Open(ctx, cfg.Source, "")
 	if err != nil {
 		return sum, err
@@ -153,6 +206,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 		from := sum.checkpoint
 		from.GTIDSet = "" // read by file:pos; the set is not needed
 		reader := binlog.NewReader(src, srv.Flavor(), cols, from, log)
+		reader.SetTables(ts)
 		if err := reader.StopAt(snap.Pos()); err != nil {
 			return sum, Failed{err}
 		}
@@ -186,7 +240,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 	if bound == math.MaxUint64 {
 		bound = math.MaxInt64 // BIGINT; ids are signed in the schema
 	}
-	q := fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(id < ?), 0) FROM %s WHERE created_at < ?", snap.Table())
+	q := fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%s < ?), 0) FROM %s WHERE %s < ?", idCol, snap.Table(), ageCol)
 	if r, err = snap.Execute(q, bound, sum.cutoff); err != nil {
 		return sum, Failed{fmt.Errorf("prune: %s: %w", q, err)}
 	}
@@ -202,7 +256,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 		return sum, fmt.Errorf("prune: connect to %s: %w", cfg.Source.Addr, err)
 	}
 	defer del.Close()
-	sel := fmt.Sprintf("SELECT id FROM %s WHERE id > ? AND id < ? AND created_at < ? ORDER BY id LIMIT %d", snap.Table(), o.Batch)
+	sel := fmt.Sprintf("SELECT %s FROM %s WHERE %s > ? AND %s < ? AND %s < ? ORDER BY %s LIMIT %d", idCol, snap.Table(), idCol, idCol, ageCol, idCol, o.Batch)
 	var after int64
 	for ctx.Err() == nil {
 		r, err := snap.Execute(sel, after, bound, sum.cutoff)
@@ -221,7 +275,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 		}
 		// Exactly the ids seen in the snapshot: committed at or before the
 		// checkpoint, hence published.
-		res, err := del.Execute(fmt.Sprintf("DELETE FROM %s WHERE id IN (%s)", snap.Table(), strings.Join(ids, ",")))
+		res, err := del.Execute(fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", snap.Table(), idCol, strings.Join(ids, ",")))
 		if err != nil {
 			var me *mysql.MyError
 			if errors.As(err, &me) && (me.Code == 1142 || me.Code == 1227) { // table or specific access denied

@@ -330,6 +330,10 @@ func planFiles(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 	}
 	fs.cfg = binlog.FileConfig{Schema: cfg.Source.Schema, Table: cfg.Source.Table, Flavor: fs.flavor, Columns: plan.Columns,
 		TxnBuffer: cfg.Source.TxnBuffer}
+	// The tables and mappings of run (compiled from the files' table maps).
+	if ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic); err == nil && !ts.Legacy() {
+		fs.cfg.Tables = ts
+	}
 	if plan.From.File != "" {
 		fs.cfg.Start = plan.From
 	} else if fs.from, err = mysql.ParseGTIDSet(fs.flavor, plan.From.GTIDSet); err != nil {

@@ -86,6 +86,10 @@ func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string
 			s.PositionMode = binlog.ModeGTID
 		}
 		live := binlog.NewReader(s, plan.Flavor, plan.Columns, plan.From, log)
+		// The tables and mappings of run, with router.topic as the im preset's topic.
+		if ts, err := binlog.NewTableSet(s, cfg.Router.Topic); err == nil {
+			live.SetTables(ts)
+		}
 		if err := live.StopAt(plan.To); err != nil {
 			return sum, err
 		}

@@ -26,8 +26,19 @@ const (
 
 // ExplicitPartition travels in kafka.Message.WriterData for a record whose
 // mapping names a partition column; Balancer then puts the record in
-// partition value mod partition count instead of hashing its key.
-type ExplicitPartition int64
+// partition P mod partition count instead of hashing its key. Table is the
+// row's table (the metrics' table label, OutboxTable).
+//
+// Every other record of a table set or a mapped table carries its
+// *binlog.Table in WriterData (no allocation): the sink's observer labels
+// the record's metrics with its OutboxTable.
+type ExplicitPartition struct {
+	P     int64
+	Table *binlog.Table
+}
+
+// OutboxTable returns the row's table, "schema.table".
+func (p ExplicitPartition) OutboxTable() string { return p.Table.OutboxTable() }
 
 // routeMapped is Route for a table whose mapping is not the plain im
 // preset: everything comes from e.Vals by the mapping's slots.
@@ -117,7 +128,7 @@ func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Messag
 		}
 		key = cut(at)
 	}
-	msg := kafka.Message{Topic: topic, Key: key, Value: e.Payload, Headers: h}
+	msg := kafka.Message{Topic: topic, Key: key, Value: e.Payload, Headers: h, WriterData: e.Table}
 	if m.Timestamp >= 0 && v[m.Timestamp] != nil {
 		if t, err := time.Parse(time.DateTime, string(v[m.Timestamp])); err == nil {
 			msg.Time = t
@@ -125,7 +136,7 @@ func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Messag
 	}
 	if m.Partition >= 0 && v[m.Partition] != nil {
 		if p, err := strconv.ParseInt(string(v[m.Partition]), 10, 64); err == nil && p >= 0 {
-			msg.WriterData = ExplicitPartition(p)
+			msg.WriterData = ExplicitPartition{P: p, Table: e.Table}
 		}
 	}
 	return msg, terr
@@ -149,7 +160,7 @@ type balancer struct{ hash kafka.Murmur2Balancer }
 
 func (b *balancer) Balance(msg kafka.Message, partitions ...int) int {
 	if p, ok := msg.WriterData.(ExplicitPartition); ok && len(partitions) > 0 {
-		return partitions[int(p%ExplicitPartition(len(partitions)))]
+		return partitions[int(p.P%int64(len(partitions)))]
 	}
 	return b.hash.Balance(msg, partitions...)
 }

@@ -132,12 +132,16 @@ func (r *Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, err
 		add(HeaderGTID)
 	}
 	buf = e.AppendConversationKey(buf)
-	return kafka.Message{
+	m := kafka.Message{
 		Topic:   topic,
 		Key:     cut(at),
 		Value:   e.Payload,
 		Headers: h,
-	}, terr
+	}
+	if e.Table != nil {
+		m.WriterData = e.Table // the metrics' table label (a table of source.tables)
+	}
+	return m, terr
 }
 
 // appendFilePos appends p as "file:pos" (binlog.Position.FilePos).

@@ -44,6 +44,10 @@ const (
 	HeaderDLQReason = "dlq_reason" // a Reason
 	HeaderDLQError  = "dlq_error"  // human-readable cause
 	HeaderDLQTopic  = "dlq_topic"  // the topic the record was meant for
+	// HeaderDLQTable is the outbox table of the row ("schema.table"), set
+	// for a table with a mapping or of source.tables (none for the single
+	// im table): where "dead-letter republish" reads the row again.
+	HeaderDLQTable = "dlq_table"
 	// HeaderDLQPayloadBytes is the payload's size in bytes (decimal), set
 	// when the value was left out because the record was too large; the
 	// payload stays in the outbox row.
@@ -58,6 +62,7 @@ type Poison struct {
 	Reason Reason
 	Err    error  // the cause, matching ErrInvalidJSON, ErrRecordTooLarge, router.ErrTopic, ErrDeadLetterTopic or binlog.ErrDecode
 	Topic  string // the topic the record was meant for (the invalid name for ReasonInvalidTopic)
+	Table  string // the row's table ("schema.table"; "" for the single im table: binlog.Event.Table nil)
 }
 
 // Check classifies a routed record: m and routeErr are what Router.Route
@@ -99,6 +104,14 @@ func check(m *kafka.Message, routeErr error, maxBytes int64, jsonPayload bool) (
 // ErrDeadLetterTopic); otherwise Check decides (without the JSON
 // validation for a mapping whose payload-format is raw).
 func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
+	p, err := checkEvent(e, m, routeErr, maxBytes, deadLetter)
+	if p != nil && e.Table != nil {
+		p.Table = e.Table.String()
+	}
+	return p, err
+}
+
+func checkEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
 	if e.Err != nil {
 		return &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}, nil
 	}
@@ -126,6 +139,13 @@ func DeadLetter(m *kafka.Message, p *Poison, topic string, maxBytes int64) kafka
 		kafka.Header{Key: HeaderDLQError, Value: []byte(p.Err.Error())},
 		kafka.Header{Key: HeaderDLQTopic, Value: []byte(p.Topic)},
 	)
+	table := p.Table
+	if t, ok := m.WriterData.(interface{ OutboxTable() string }); ok && table == "" {
+		table = t.OutboxTable() // a record the broker rejected (its Poison knows no event)
+	}
+	if table != "" {
+		h = append(h, kafka.Header{Key: HeaderDLQTable, Value: []byte(table)})
+	}
 	out := kafka.Message{Topic: topic, Key: m.Key, Value: m.Value, Headers: h}
 	if p.Reason == ReasonTooLarge || p.Reason == ReasonBrokerTooLarge || estimate(&out) > maxBytes {
 		out = withoutValue(out, len(m.Value))

@@ -214,6 +214,28 @@ func TestDeadLetterRecord(t *testing.T) {
 	}
 }
 
+// A dead letter of a mapped table names the row's table (dlq_table), from
+// the Poison of CheckEvent or, for a record the broker rejected, from the
+// record's WriterData; the single im table's carry none.
+func TestDeadLetterTable(t *testing.T) {
+	tbl := &binlog.Table{Schema: "shop", Name: "outbox_07"}
+	m := kafka.Message{Topic: "t", Value: []byte("x"), WriterData: tbl}
+	for name, c := range map[string]struct {
+		m     kafka.Message
+		p     *Poison
+		table string
+	}{
+		"from the poison":     {kafka.Message{Topic: "t"}, &Poison{Reason: ReasonUndecodable, Err: errors.New("NULL key"), Table: "shop.outbox_01"}, "shop.outbox_01"},
+		"from the record":     {m, &Poison{Reason: ReasonBrokerTooLarge, Err: errors.New("too large")}, "shop.outbox_07"},
+		"the single im table": {kafka.Message{Topic: "t"}, &Poison{Reason: ReasonInvalidJSON, Err: errors.New("bad")}, ""},
+	} {
+		d := DeadLetter(&c.m, c.p, dlq, 4096)
+		if got, ok := headers(&d)[HeaderDLQTable]; got != c.table || ok != (c.table != "") {
+			t.Errorf("%s: dlq_table %q (set %v), want %q", name, got, ok, c.table)
+		}
+	}
+}
+
 // Fail policy: the complete transactions before the poison one are written
 // and acknowledged, even from the same round; nothing of the poison
 // transaction or after it is written.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -37,6 +38,7 @@ type Snapshot struct {
 	closed bool
 	out    chan binlog.Txn
 	budget *binlog.Budget
+	tbl    *binlog.Table // a mapped table (SetTable); nil: the im columns
 }
 
 // Open starts a transaction WITH CONSISTENT SNAPSHOT and reads the
@@ -117,12 +119,35 @@ func sqlError(q string, err error) error {
 // backfillColumns are read in this order by rows.
 const backfillColumns = "id, event_type, conversation_id, message_id, seq_no, sender_id, receiver_id, payload, created_at"
 
+// SetTable makes the snapshot read t, a table whose mapping is not the im
+// preset: its mapped columns (binlog.Table.SelectList) in the order of its
+// id column, decoded as the binlog reader decodes them. Call it before
+// Count and Run.
+func (s *Snapshot) SetTable(t *binlog.Table) error {
+	s.tbl, s.table = t, t.Quoted()
+	// TIMESTAMP columns in UTC, as the binlog carries them.
+	if _, err := s.conn.Execute("SET time_zone = '+00:00'"); err != nil {
+		return fmt.Errorf("backfill: %w", err)
+	}
+	return nil
+}
+
 // rows streams the rows matching where, in id order, to each, then calls
 // end. Only one row is held at a time.
 func (s *Snapshot) rows(where string, each func(binlog.Event) error, end func() error) error {
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE (%s) ORDER BY id", backfillColumns, s.table, where)
+	if s.tbl != nil {
+		q = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) ORDER BY %s", s.tbl.SelectList(), s.table, where, s.tbl.IDColumn())
+	}
 	var res mysql.Result
 	err := s.conn.ExecuteSelectStreaming(q, &res, func(row []mysql.FieldValue) error {
+		if s.tbl != nil {
+			vals := make([][]byte, len(row))
+			for i := range row {
+				vals[i] = text(&row[i])
+			}
+			return each(s.tbl.EventFromText(vals))
+		}
 		e, err := eventFromRow(row)
 		if err != nil {
 			return err
@@ -136,6 +161,21 @@ func (s *Snapshot) rows(where string, each func(binlog.Event) error, end func() 
 		return sqlError(q, err)
 	}
 	return end()
+}
+
+// text returns a text-protocol value as text (nil for NULL).
+func text(v *mysql.FieldValue) []byte {
+	switch v.Type {
+	case mysql.FieldValueTypeNull:
+		return nil
+	case mysql.FieldValueTypeSigned:
+		return strconv.AppendInt(nil, v.AsInt64(), 10)
+	case mysql.FieldValueTypeUnsigned:
+		return strconv.AppendUint(nil, v.AsUint64(), 10)
+	case mysql.FieldValueTypeFloat:
+		return strconv.AppendFloat(nil, v.AsFloat64(), 'f', -1, 64)
+	}
+	return append([]byte{}, v.AsString()...)
 }
 
 // eventFromRow decodes a row of backfillColumns (text protocol) into an

@@ -19,9 +19,14 @@ type Row struct {
 // of an id range [MinID, MaxID]. Memory is one bit per id in the range plus
 // a few words per (topic, conversation): about 1.3 MB for ten million
 // events over a hundred thousand conversations.
+//
+// An audit of a table whose id column is a string (NewStringAudit) has no
+// range: it remembers each id seen (a map entry per event).
 type Audit struct {
 	minID, maxID uint64
-	seen         []uint64 // bitmap of ids published at least once
+	seen         []uint64            // bitmap of ids published at least once
+	str          map[string]struct{} // string ids published at least once (NewStringAudit)
+	order        string              // the header holding the ordering column's value; "" none
 	conv         map[string]*convState
 	rep          AuditReport
 }
@@ -47,6 +52,8 @@ type AuditReport struct {
 	// Missing: rows never published (MissingIDs lists the first ones).
 	Missing    int
 	MissingIDs []uint64
+	// MissingStrIDs lists the first missing ids of a string-id table.
+	MissingStrIDs []string
 	// NotInTable: published events absent from the table (deleted since,
 	// e.g. by the delete-in-the-same-transaction pattern). Not an error.
 	NotInTable int
@@ -64,7 +71,11 @@ func (r *AuditReport) OK() bool { return r.Missing == 0 && r.Reordered == 0 && r
 // String renders the report as a small table.
 func (r *AuditReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "event ids          %d … %d\n", r.MinID, r.MaxID)
+	if r.MinID == 0 && r.MaxID == 0 {
+		fmt.Fprintf(&b, "event ids          every row (string ids)\n")
+	} else {
+		fmt.Fprintf(&b, "event ids          %d … %d\n", r.MinID, r.MaxID)
+	}
 	fmt.Fprintf(&b, "rows in table      %d\n", r.Rows)
 	fmt.Fprintf(&b, "records read       %d (in range %d, outside %d)\n", r.Records, r.InRange, r.OutOfRange)
 	fmt.Fprintf(&b, "missing            %d\n", r.Missing)
@@ -82,6 +93,9 @@ func (r *AuditReport) String() string {
 		}
 		fmt.Fprintf(&b, "! missing event ids (first %d): %s\n", len(ids), strings.Join(ids, " "))
 	}
+	if len(r.MissingStrIDs) > 0 {
+		fmt.Fprintf(&b, "! missing event ids (first %d): %s\n", len(r.MissingStrIDs), strings.Join(r.MissingStrIDs, " "))
+	}
 	return b.String()
 }
 
@@ -91,8 +105,57 @@ func NewAudit(minID, maxID uint64) *Audit {
 	if maxID >= minID {
 		n = maxID - minID + 1
 	}
-	return &Audit{minID: minID, maxID: maxID, seen: make([]uint64, (n+63)/64), conv: map[string]*convState{},
+	return &Audit{minID: minID, maxID: maxID, seen: make([]uint64, (n+63)/64), conv: map[string]*convState{}, order: "seq_no",
 		rep: AuditReport{MinID: minID, MaxID: maxID}}
+}
+
+// NewStringAudit audits a table whose id column is a string (a UUID, as
+// in the Debezium layout): every record with an event_id is in range.
+func NewStringAudit() *Audit {
+	return &Audit{str: map[string]struct{}{}, conv: map[string]*convState{}, order: "seq_no"}
+}
+
+// SetOrder names the header holding the ordering column's value (the
+// mapping's order column, published as a header; "seq_no" by default);
+// "" checks no order (the mapping has no ordering column, or it is not
+// published as a header).
+func (a *Audit) SetOrder(header string) { a.order = header }
+
+// seq returns r's ordering value (0 without an order header).
+func (a *Audit) seq(r *Record) int64 {
+	switch a.order {
+	case "":
+		return 0
+	case "seq_no":
+		return r.SeqNo
+	}
+	v, _ := strconv.ParseInt(r.Headers[a.order], 10, 64)
+	return v
+}
+
+// first marks r's event id as seen and reports whether it was new; ok is
+// false for an id outside the audit (no event_id, out of range).
+func (a *Audit) first(r *Record) (isNew, ok bool) {
+	if a.str != nil {
+		if r.EventID == "" {
+			return false, false
+		}
+		if _, dup := a.str[r.EventID]; dup {
+			return false, true
+		}
+		a.str[r.EventID] = struct{}{}
+		return true, true
+	}
+	id, err := strconv.ParseUint(r.EventID, 10, 64)
+	if err != nil || id < a.minID || id > a.maxID {
+		return false, false
+	}
+	w, m := a.bit(id)
+	if a.seen[w]&m != 0 {
+		return false, true
+	}
+	a.seen[w] |= m
+	return true, true
 }
 
 func (a *Audit) problem(format string, args ...any) {
@@ -109,12 +172,13 @@ func (a *Audit) bit(id uint64) (word int, mask uint64) {
 // Add checks one record. Records of a partition must come in offset order.
 func (a *Audit) Add(r Record) {
 	a.rep.Records++
-	id, err := strconv.ParseUint(r.EventID, 10, 64)
-	if err != nil || id < a.minID || id > a.maxID {
+	isNew, ok := a.first(&r)
+	if !ok {
 		a.rep.OutOfRange++
 		return
 	}
 	a.rep.InRange++
+	seq := a.seq(&r)
 	k := r.Topic + "\x00" + r.Key
 	c := a.conv[k]
 	if c == nil {
@@ -122,24 +186,22 @@ func (a *Audit) Add(r Record) {
 		a.conv[k] = c
 	} else if c.partition != r.Partition {
 		a.rep.Split++
-		a.problem("topic %s conversation %s on partitions %d and %d", r.Topic, r.Key, c.partition, r.Partition)
+		a.problem("topic %s key %s on partitions %d and %d", r.Topic, r.Key, c.partition, r.Partition)
 		c.partition = r.Partition
 	}
-	w, m := a.bit(id)
-	if a.seen[w]&m != 0 {
+	if !isNew {
 		a.rep.Duplicates++
-		if back := c.maxSeq - r.SeqNo; back > a.rep.MaxReplay {
+		if back := c.maxSeq - seq; back > a.rep.MaxReplay {
 			a.rep.MaxReplay = back
 		}
 		return
 	}
-	a.seen[w] |= m
-	if r.SeqNo < c.maxSeq {
+	if seq < c.maxSeq {
 		a.rep.Reordered++
-		a.problem("topic %s conversation %s: seq_no %d (event %d) after %d, partition %d offset %d",
-			r.Topic, r.Key, r.SeqNo, id, c.maxSeq, r.Partition, r.Offset)
+		a.problem("topic %s key %s: %s %d (event %s) after %d, partition %d offset %d",
+			r.Topic, r.Key, a.order, seq, r.EventID, c.maxSeq, r.Partition, r.Offset)
 	} else {
-		c.maxSeq = r.SeqNo
+		c.maxSeq = seq
 	}
 }
 
@@ -158,13 +220,31 @@ func (a *Audit) AddRow(row Row) {
 	}
 }
 
+// AddRowID checks that a stored row of a string-id table (NewStringAudit)
+// was published.
+func (a *Audit) AddRowID(id string) {
+	a.rep.Rows++
+	if _, ok := a.str[id]; !ok {
+		a.rep.Missing++
+		if len(a.rep.MissingStrIDs) < 20 {
+			a.rep.MissingStrIDs = append(a.rep.MissingStrIDs, id)
+		}
+	}
+}
+
 // Clone returns an independent copy, so that rows can be checked against
 // the records read so far while more records are still to come.
 func (a *Audit) Clone() *Audit {
 	b := *a
 	b.seen = append([]uint64(nil), a.seen...)
+	if a.str != nil {
+		b.str = make(map[string]struct{}, len(a.str))
+		for k := range a.str {
+			b.str[k] = struct{}{}
+		}
+	}
 	b.rep.Problems = append([]string(nil), a.rep.Problems...)
-	b.rep.MissingIDs = nil
+	b.rep.MissingIDs, b.rep.MissingStrIDs = nil, nil
 	return &b
 }
 
@@ -176,6 +256,7 @@ func (a *Audit) Report() AuditReport {
 	for _, w := range a.seen {
 		published += bits.OnesCount64(w)
 	}
+	published += len(a.str)
 	rep.NotInTable = published - (rep.Rows - rep.Missing)
 	return rep
 }

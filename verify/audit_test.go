@@ -63,3 +63,48 @@ func fmtCounts(r AuditReport) string {
 	return itoa(r.Missing) + "/" + itoa(r.Duplicates) + "/" + itoa(r.Reordered) + "/" + itoa(r.Split) + "/" +
 		itoa(r.NotInTable) + "/" + itoa(r.OutOfRange) + "/" + itoa(int(r.MaxReplay))
 }
+
+// A string-id table (the Debezium layout's UUIDs) has no range; the
+// ordering column travels in the header the mapping publishes it as.
+func TestStringAudit(t *testing.T) {
+	rec := func(key, id string, seq int) Record {
+		return Record{Topic: "t", Key: key, EventID: id, Headers: map[string]string{"seq": itoa(seq)}}
+	}
+	cases := []struct {
+		name  string
+		order string
+		recs  []Record
+		want  string
+		ok    bool
+	}{
+		{"complete", "seq", []Record{rec("a", "u1", 1), rec("a", "u2", 2), rec("b", "u3", 1)}, "0/0/0/0/0/0/0", true},
+		{"lost", "seq", []Record{rec("a", "u1", 1), rec("b", "u3", 1)}, "1/0/0/0/0/0/0", false},
+		{"replay and a foreign id", "seq", []Record{rec("a", "u1", 1), rec("a", "u2", 2), rec("a", "u1", 1), rec("b", "u3", 1), rec("b", "zz", 2), {Topic: "t", Key: "b"}},
+			"0/1/0/0/1/1/1", true},
+		{"reordered", "seq", []Record{rec("a", "u2", 2), rec("a", "u1", 1), rec("b", "u3", 1)}, "0/0/1/0/0/0/0", false},
+		{"no order column: order not checked", "", []Record{rec("a", "u2", 2), rec("a", "u1", 1), rec("b", "u3", 1)}, "0/0/0/0/0/0/0", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := NewStringAudit()
+			a.SetOrder(c.order)
+			for _, r := range c.recs {
+				a.Add(r)
+			}
+			b := a.Clone()
+			for _, id := range []string{"u1", "u2", "u3"} {
+				b.AddRowID(id)
+			}
+			rep := b.Report()
+			if got := fmtCounts(rep); got != c.want || rep.OK() != c.ok {
+				t.Fatalf("got %s ok=%v, want %s ok=%v\n%s", got, rep.OK(), c.want, c.ok, rep.String())
+			}
+			if c.name == "lost" && (len(rep.MissingStrIDs) != 1 || rep.MissingStrIDs[0] != "u2") {
+				t.Fatalf("missing ids %v", rep.MissingStrIDs)
+			}
+			if a.Report().Rows != 0 {
+				t.Fatal("Clone shares row state")
+			}
+		})
+	}
+}

@@ -1,6 +1,11 @@
 package verify
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+)
 
 func rec(key string, partition int, seq int64, id string) Record {
 	return Record{Key: key, Partition: partition, SeqNo: seq, EventID: id}
@@ -46,5 +51,29 @@ func TestChecker(t *testing.T) {
 				t.Errorf("Complete() = %v with %d missing", chk.Complete(), c.want.Missing)
 			}
 		})
+	}
+}
+
+// verify checks one table: the only one, or the one --table names (in
+// source.schema without a schema); several without --table are refused.
+func TestPickTable(t *testing.T) {
+	a, b := &binlog.Table{Schema: "im", Name: "t_00"}, &binlog.Table{Schema: "im", Name: "t_01"}
+	for _, c := range []struct {
+		tables []*binlog.Table
+		want   string
+		got    *binlog.Table
+		err    string
+	}{
+		{[]*binlog.Table{a}, "", a, ""},
+		{[]*binlog.Table{a, b}, "t_01", b, ""},
+		{[]*binlog.Table{a, b}, "IM.T_00", a, ""},
+		{[]*binlog.Table{a, b}, "", nil, "give --table schema.table"},
+		{[]*binlog.Table{a, b}, "other.t_00", nil, "is not an outbox table of this source (it reads im.t_00, im.t_01)"},
+		{nil, "", nil, "no outbox table"},
+	} {
+		got, err := pickTable(c.tables, c.want, "im")
+		if got != c.got || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("pickTable(%d tables, %q) = %v, %v; want %v, %q", len(c.tables), c.want, got, err, c.got, c.err)
+		}
 	}
 }

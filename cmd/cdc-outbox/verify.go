@@ -16,6 +16,7 @@ func verifyCommand() *cobra.Command {
 		source       string
 		path         string
 		topics       []string
+		table        string
 		sinceID      uint64
 		untilID      uint64
 		wait         time.Duration
@@ -32,10 +33,16 @@ furthest replay went), events reordered within a conversation, and
 conversations split across partitions. Exit status: 0 when nothing is
 missing, reordered or split; 1 otherwise; 2 on usage or connection errors.
 
-Topics: the configured router.topic; for a template ({event_type}) the
-topics of the event types present in the range; or --topic (repeatable).
+The table's mapping (source.mapping, or its entry of source.tables; see
+docs/mapping.md) gives the id column, the key and the ordering column (its
+header); with several tables, --table names the one to check. A string id
+column (a UUID) has no range: every row is checked.
+
+Topics: the mapping's fixed topic (router.topic with the im preset); for a
+template ({event_type}, {aggregatetype}) or a topic column the topics of the
+rows in the range; or --topic (repeatable).
 Run it once the publisher has caught up, or give --wait to re-check for
-missing events until they arrive. Memory: one bit per event id in the range.`,
+missing events until they arrive. Memory: one bit per event id in the range (a map entry per string id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.LoadSource(path, config.ScopeOps, source)
@@ -46,7 +53,7 @@ missing events until they arrive. Memory: one bit per event id in the range.`,
 			rep := progress.New(progress.Config{Out: cmd.ErrOrStderr(), Desc: "verify", Unit: "records", Interval: progressEvry})
 			var g errgroup.Group
 			g.Go(func() error { return rep.Run(ctx) })
-			res, err := verify.Run(ctx, cfg, verify.Options{Topics: topics, SinceID: sinceID, UntilID: untilID, Wait: wait,
+			res, err := verify.Run(ctx, cfg, verify.Options{Topics: topics, Table: table, SinceID: sinceID, UntilID: untilID, Wait: wait,
 				Log: cmd.ErrOrStderr(), Progress: func(n int64, at string) { rep.Update(n, n, at) }})
 			rep.Finish()
 			_ = g.Wait()
@@ -66,6 +73,7 @@ missing events until they arrive. Memory: one bit per event id in the range.`,
 	f.StringVarP(&path, "config", "c", "", "YAML configuration file (source, router and kafka sections are used)")
 	f.StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	f.StringSliceVar(&topics, "topic", nil, "topic to read (repeatable); default: from router.topic")
+	f.StringVar(&table, "table", "", "outbox table to check (schema.table) when the source reads several (source.tables)")
 	f.Uint64Var(&sinceID, "since-id", 0, "first outbox id to check (default: the smallest in the table)")
 	f.Uint64Var(&untilID, "until-id", 0, "last outbox id to check (default: the largest in the table at start)")
 	f.DurationVar(&wait, "wait", 0, "keep re-reading for up to this long while events are missing")

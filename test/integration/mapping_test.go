@@ -5,6 +5,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +177,13 @@ func TestMappingShardedIM(t *testing.T) {
       mapping: {headers: {status: status}}
     - pattern: '%s\.%s_[0-9]+'
 `, tables[0], mysqlDB, base)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e.extra = "metrics-addr: " + addr + "\n"
 	p := e.start()
 	const convs = 64
 	last := map[int64]int64{}
@@ -206,6 +216,32 @@ func TestMappingShardedIM(t *testing.T) {
 	// and c%9 == 0 in the second (7 of 64).
 	if want := 10*8 + 5*7; status != want {
 		t.Fatalf("%d records with the status header (shard 00's mapping), want %d", status, want)
+	}
+	// records_produced_total has one series per shard (the table label).
+	perTable := map[string]int{}
+	for c := 1; c <= convs; c++ {
+		perTable[tables[c%8]] += 10
+		perTable[tables[c%9]] += 5
+	}
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if res, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			body = string(b)
+		}
+		missing := ""
+		for tb, n := range perTable {
+			if want := fmt.Sprintf(`cdc_outbox_records_produced_total{table="%s.%s",topic=%q} %d`, mysqlDB, tb, e.topic, n); !strings.Contains(body, want+"\n") {
+				missing = want
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %s:\n%s", missing, body)
+		}
 	}
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)

@@ -393,7 +393,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := produce(e.writer(), plan); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf(`cdc_outbox_records_produced_total{source="default",topic=%q} %d`, e.topic, plan.Total)
+	want := fmt.Sprintf(`cdc_outbox_records_produced_total{source="default",table="%s.%s",topic=%q} %d`, mysqlDB, e.outbox, e.topic, plan.Total)
 	var body string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		res, err := http.Get("http://" + addr + "/metrics")
