@@ -781,9 +781,10 @@ stop_kafka() { stop_pid kafka "$KAFKA_PID" kafka.Kafka; }
 # A second, separate set of servers with TLS and authentication, beside the
 # plaintext stack (which other tests keep using): a MariaDB with
 # require_secure_transport=ON, a TLS-only Redis with an ACL user, and a Kafka
-# KRaft node with a SASL_SSL listener (SCRAM-SHA-256/512 users from
+# KRaft node with a SASL_SSL listener (PLAIN with the same user and password
+# in the JAAS configuration, SCRAM-SHA-256/512 users from
 # `kafka-storage format --add-scram`, OAUTHBEARER with Kafka's unsecured
-# validator), an SSL listener requiring client certificates, an SSL listener
+# validator: unsigned JWTs with sub, iat and exp), an SSL listener requiring client certificates, an SSL listener
 # presenting an expired certificate, and a PLAINTEXT one. The certificates
 # are made by `go run ./internal/testcerts/gencerts` into $SEC_DIR/tls and
 # the passwords are random, in $SEC_DIR/secrets (mode 0600): none is committed.
@@ -976,7 +977,8 @@ ssl.truststore.location=$SEC_TLS/ca.pem
 ssl.endpoint.identification.algorithm=
 listener.name.mtls.ssl.client.auth=required
 listener.name.expired.ssl.keystore.location=$SEC_TLS/expired-bundle.pem
-sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SEC_KAFKA_USER="$pw";
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";
