@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,6 +102,7 @@ func TestMySQLCachingSHA2(t *testing.T) {
 			cfg := binlog.DefaultConfig()
 			cfg.Addr, cfg.User, cfg.Password, cfg.Schema, cfg.Start = mysqlAddr, user, pw, mysqlDB, "latest"
 			cfg.SSLMode, cfg.SSLCA = tc.mode, tc.ca
+			cfg.AllowPublicKeyRetrieval = tc.mode == binlog.SSLDisabled
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -139,6 +141,36 @@ func TestMySQLCachingSHA2(t *testing.T) {
 		})
 	}
 
+	// Without source.allow-public-key-retrieval a plaintext login that
+	// needs the full authentication is refused with the fix; once a TLS
+	// login filled the cache, a plaintext one gets the fast authentication
+	// and needs no key.
+	t.Run("no public key retrieval", func(t *testing.T) {
+		cfg := binlog.DefaultConfig()
+		cfg.Addr, cfg.User, cfg.Password, cfg.Schema, cfg.Start = mysqlAddr, user, pw, mysqlDB, "latest"
+		cfg.SSLMode = binlog.SSLDisabled
+		flushSHA2Cache(t)
+		_, err := binlog.Dial(ctx, cfg, cfg.Schema)
+		var pk *binlog.ErrPublicKeyRetrieval
+		if !errors.As(err, &pk) || !binlog.IsFatal(err) || !strings.Contains(err.Error(), "source.allow-public-key-retrieval: true") {
+			t.Fatalf("full authentication without TLS: %v", err)
+		}
+		if _, err := binlog.Connect(ctx, cfg, zap.NewNop()); !errors.As(err, &pk) {
+			t.Fatalf("Connect: %v", err)
+		}
+		tlsCfg := cfg
+		tlsCfg.SSLMode = binlog.SSLRequired
+		c, err := binlog.Dial(ctx, tlsCfg, cfg.Schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if c, err = binlog.Dial(ctx, cfg, cfg.Schema); err != nil {
+			t.Fatalf("fast authentication without TLS: %v", err)
+		}
+		c.Close()
+	})
+
 	t.Run("publisher reconnects", func(t *testing.T) {
 		e := newEnv(t)
 		path := e.config()
@@ -147,7 +179,7 @@ func TestMySQLCachingSHA2(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := strings.Replace(string(b), fmt.Sprintf("  user: %s\n  password: %s\n", mysqlUser, mysqlPass),
-			fmt.Sprintf("  user: %s\n  password: %q\n  ssl-mode: disabled\n", user, pw), 1)
+			fmt.Sprintf("  user: %s\n  password: %q\n  ssl-mode: disabled\n  allow-public-key-retrieval: true\n", user, pw), 1)
 		if !strings.Contains(text, "ssl-mode: disabled") {
 			t.Fatalf("the generated configuration has no user/password lines to replace:\n%s", text)
 		}
