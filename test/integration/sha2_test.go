@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,6 +186,10 @@ func TestMySQLCachingSHA2(t *testing.T) {
 		}
 		e.configText = text
 		flushSHA2Cache(t)
+		out, _ := exec.Command(binary, "check", "--config", e.config()).CombinedOutput()
+		if !strings.Contains(string(out), "WARN  source       source.allow-public-key-retrieval: true") || strings.Contains(string(out), pw) {
+			t.Fatalf("check does not warn of the public key retrieval (or shows the password):\n%s", out)
+		}
 		p := e.start()
 		w := e.writer()
 		plan := workload.Generate(41, 0, 10, 200, 1, 10, 80)
