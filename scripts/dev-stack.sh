@@ -1100,8 +1100,19 @@ ha_node() {
   done
 }
 
+# reserve_ha_ports: as reserve_ports, for the Sentinel set-up's ports and the
+# Cluster's client and bus ports (client port + 10000).
+reserve_ha_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur p list="$HA_MASTER_PORT,$HA_REPLICA_PORT,$HA_SENTINEL_PORTS"
+  [[ -w $f ]] || return 0
+  cur=$(cat "$f" 2>/dev/null) || return 0
+  for p in ${HA_CLUSTER_PORTS//,/ }; do list="$list,$p,$((p + 10000))"; done
+  echo "${cur:+$cur,}$list" >"$f" 2>/dev/null || true
+}
+
 cmd_up_redis_ha() {
   local t0=$SECONDS p ports=() addrs=()
+  reserve_ha_ports
   mkdirs
   ensure_packages
   local persist="appendonly yes\nappendfsync everysec"
