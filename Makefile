@@ -71,13 +71,16 @@ endef
 
 ## test-secure: the secured servers (scripts/dev-stack.sh up-secure: TLS MariaDB with
 ## require_secure_transport, TLS Redis with an ACL user, Kafka with SASL_SSL/mTLS/expired-certificate
-## listeners; certificates and passwords generated), the TestSecure* tests against them (every
-## connection kind, each bad input, publishing end to end), then the servers stopped
+## listeners; certificates and passwords generated) and Redis Sentinel and Cluster (up-redis-ha),
+## the TestSecure* tests against them (every connection kind, each bad input, publishing end to
+## end) and the TestRedisHA* tests (hash slots, publish and restart on Cluster, a Sentinel
+## failover), then the servers stopped
 test-secure:
 	$(STACK) up-secure
+	$(STACK) up-redis-ha
 	t0=$$SECONDS; eval "$$($(STACK) env)" && CDC_REQUIRE_SECURE=1 \
-		$(GO) test -tags integration -count=1 -timeout 10m -v -run '^TestSecure' ./test/integration/; \
-		rc=$$?; echo "secure: integration tests exit $$rc in $$((SECONDS - t0)) s"; $(STACK) down-secure; exit $$rc
+		$(GO) test -tags integration -count=1 -timeout 10m -v -run '^(TestSecure|TestRedisHA)' ./test/integration/; \
+		rc=$$?; echo "secure: integration tests exit $$rc in $$((SECONDS - t0)) s"; $(STACK) down-redis-ha; $(STACK) down-secure; exit $$rc
 
 ## test-flavour-subset: the server-dependent subset (FLAVOUR_TESTS) on each of EXTRA_FLAVOURS
 test-flavour-subset:

@@ -48,6 +48,10 @@ type Config struct {
 	// SSLServerName is the name verify-identity checks when it is not the
 	// host of source.addr.
 	SSLServerName string `yaml:"ssl-server-name" env:"SSL_SERVER_NAME"`
+	// AllowPublicKeyRetrieval lets a login without TLS fetch the server's
+	// RSA public key for caching_sha2_password's full authentication
+	// (pubkey.go); off, such a login fails with ErrPublicKeyRetrieval.
+	AllowPublicKeyRetrieval bool `yaml:"allow-public-key-retrieval" env:"ALLOW_PUBLIC_KEY_RETRIEVAL"`
 	// ServerID is the replica server_id the publisher registers with. It must
 	// differ from the source's and from every other replica's.
 	ServerID uint32 `yaml:"server-id" env:"SERVER_ID"`

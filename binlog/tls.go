@@ -60,6 +60,9 @@ func (c *Config) validateTLS(bad func(field, format string, a ...any), errs *[]e
 			bad("ssl-mode", "%s does not verify the server: use verify-ca or verify-identity with source.ssl-ca", c.SSLMode)
 		}
 	}
+	if c.AllowPublicKeyRetrieval && c.SSLMode != SSLDisabled && c.SSLMode != SSLPreferred && c.SSLMode != "" {
+		bad("allow-public-key-retrieval", "only used without TLS, and ssl-mode %s always uses TLS: remove it", c.SSLMode)
+	}
 	if c.SSLMode == SSLDisabled && (c.SSLCert != "" || c.SSLKey != "") {
 		bad("ssl-cert", "set with ssl-mode: disabled (no TLS): remove it or choose another ssl-mode")
 	}
@@ -185,12 +188,16 @@ func Dial(ctx context.Context, cfg Config, db string) (*client.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
-	conn, err := client.ConnectWithContext(ctx, cfg.Addr, cfg.User, pw, db, 10*time.Second, func(c *client.Conn) error {
+	dial, refused := cfg.dialer(10 * time.Second)
+	conn, err := client.ConnectWithDialer(ctx, "", cfg.Addr, cfg.User, pw, db, dial, func(c *client.Conn) error {
 		if tc != nil {
 			c.SetTLSConfig(tc)
 		}
 		return nil
 	})
+	if pk := refused.err.Load(); err != nil && pk != nil {
+		return nil, pk
+	}
 	if err != nil {
 		return nil, cfg.connectError(ctx, tc != nil, err)
 	}
@@ -250,9 +257,10 @@ func syncerConfig(ctx context.Context, cfg Config, flavor string) (replication.B
 	if err != nil {
 		return replication.BinlogSyncerConfig{}, fmt.Errorf("%w: %v", ErrTLS, err)
 	}
+	dial, _ := cfg.dialer(10 * time.Second)
 	return replication.BinlogSyncerConfig{
 		ServerID: cfg.ServerID, Flavor: flavor, Host: host, Port: uint16(port),
-		User: cfg.User, Password: pw, TLSConfig: tc,
+		User: cfg.User, Password: pw, TLSConfig: tc, Dialer: dial,
 	}, nil
 }
 

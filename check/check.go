@@ -339,6 +339,9 @@ func checkSourceTLS(ctx context.Context, src binlog.Config, r *Report) {
 		r.ok("source", "TLS (source.ssl-mode %s): %s", cmp.Or(src.SSLMode, binlog.SSLPreferred), st)
 	} else {
 		r.warn("source", "plaintext connection (source.ssl-mode %s): set verify-identity with source.ssl-ca when the network is not trusted", cmp.Or(src.SSLMode, binlog.SSLPreferred))
+		if src.AllowPublicKeyRetrieval {
+			r.warn("source", "source.allow-public-key-retrieval: true: a caching_sha2_password login after FLUSH PRIVILEGES or a restart fetches the server's RSA key unauthenticated (an active attacker could read the password); TLS needs no key")
+		}
 	}
 }
 

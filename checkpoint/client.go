@@ -203,16 +203,35 @@ func speaksTLS(ctx context.Context, addr string) bool {
 	return true
 }
 
+// hashTag returns the hash tag of key (Redis Cluster specification,
+// "Hash tags": the bytes between the first '{' and the first '}' after it,
+// when not empty) and whether it has one.
+func hashTag(key string) (string, bool) {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j], true
+		}
+	}
+	return "", false
+}
+
+// validateKeyTag rejects a key whose braces do not make a hash tag: the
+// keys SlotKey derives from it would hash to another Cluster slot.
+func validateKeyTag(key string) error {
+	if _, ok := hashTag(key); ok || !strings.ContainsAny(key, "{}") {
+		return nil
+	}
+	return fmt.Errorf("checkpoint.key: %q: a '{' or '}' that is not a Redis Cluster hash tag (a non-empty {…}) would put the lease and fence keys in another hash slot than the checkpoint: use a hash tag such as \"cdc-outbox:{im}:checkpoint\", or no braces", key)
+}
+
 // SlotKey returns the key named key+":"+suffix placed in key's Redis
 // Cluster hash slot, for anything stored beside the checkpoint (a lease,
 // a history) that a Lua script or MULTI must touch with it: if key has a
 // hash tag ({…}, Redis Cluster specification, "Hash tags"), the tag
 // carries over; otherwise key becomes the tag, whose slot is key's own.
 func SlotKey(key, suffix string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key + ":" + suffix
-		}
+	if _, ok := hashTag(key); ok {
+		return key + ":" + suffix
 	}
 	return "{" + key + "}:" + suffix
 }

@@ -136,6 +136,20 @@ func TestKeysAndRedaction(t *testing.T) {
 	if LeaseKey("k") != "{k}:lease" || FenceKey("k") != "{k}:fence" {
 		t.Errorf("LeaseKey %s, FenceKey %s", LeaseKey("k"), FenceKey("k"))
 	}
+	// A key with a hash tag keeps it (not "{{tenant}:cp}:lease", whose tag
+	// would be "{tenant").
+	if LeaseKey("{tenant}:cp") != "{tenant}:cp:lease" || FenceKey("x}{t}") != "x}{t}:fence" {
+		t.Errorf("LeaseKey %s, FenceKey %s", LeaseKey("{tenant}:cp"), FenceKey("x}{t}"))
+	}
+	for key, ok := range map[string]bool{"cdc:cp": true, "{im}:cp": true, "cp:{im}": true, "x}{t}": true,
+		"a{}b": false, "a}b": false, "a{b": false, "{}": false} {
+		cfg := DefaultConfig()
+		cfg.Key = key
+		err := cfg.Validate()
+		if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "not a Redis Cluster hash tag")) {
+			t.Errorf("key %q: %v", key, err)
+		}
+	}
 	c := Config{Password: "secret1", SentinelPassword: "secret2"}
 	r := c.Redacted()
 	if r.Password != "***" || r.SentinelPassword != "***" || c.Password != "secret1" {

@@ -23,14 +23,16 @@ type Fence struct {
 func (f Fence) Holder() string { return f.Owner + " " + strconv.FormatUint(f.Token, 10) }
 
 // LeaseKey returns the lease key of the source whose checkpoint key is
-// key: "{key}:lease". The hash tag puts it in key's Redis Cluster slot
-// (the hash of a key without braces is the hash of all of it), so that one
-// script can read both.
-func LeaseKey(key string) string { return "{" + key + "}:lease" }
+// key: SlotKey(key, "lease"), "{key}:lease" for a key without braces (the
+// hash of such a key is the hash of all of it) and key+":lease" for a key
+// with a hash tag, so that it is in key's Redis Cluster slot and one
+// script can touch both.
+func LeaseKey(key string) string { return SlotKey(key, "lease") }
 
 // FenceKey returns the fencing token counter of the source whose
-// checkpoint key is key: "{key}:fence" (INCR at each acquisition, no TTL).
-func FenceKey(key string) string { return "{" + key + "}:fence" }
+// checkpoint key is key: SlotKey(key, "fence") (INCR at each acquisition,
+// no TTL), in key's slot like LeaseKey.
+func FenceKey(key string) string { return SlotKey(key, "fence") }
 
 // WriteOptions say how Store.Save checks a write.
 type WriteOptions struct {

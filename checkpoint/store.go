@@ -120,6 +120,8 @@ func (c *Config) Validate() error {
 	c.validateClient(&errs)
 	if c.Key == "" {
 		errs = append(errs, errors.New("checkpoint.key: required, one per source"))
+	} else if err := validateKeyTag(c.Key); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DB < 0 {
 		errs = append(errs, fmt.Errorf("checkpoint.db: %d: want >= 0", c.DB))

@@ -428,15 +428,17 @@ func (c *Config) Validate() error {
 // secretFiles lists the settings holding a secret file's path, by name.
 func (c *Config) secretFiles() map[string]string {
 	return map[string]string{
-		"source.password-file":              c.Source.PasswordFile,
-		"kafka.sasl.password-file":          c.Kafka.SASL.PasswordFile,
-		"kafka.sasl.token-file":             c.Kafka.SASL.TokenFile,
-		"kafka.sasl.client-secret-file":     c.Kafka.SASL.ClientSecretFile,
-		"checkpoint.password-file":          c.Checkpoint.PasswordFile,
-		"checkpoint.sentinel-password-file": c.Checkpoint.SentinelPasswordFile,
-		"kafka.tls.key-file":                c.Kafka.TLS.KeyFile,
-		"checkpoint.tls.key-file":           c.Checkpoint.TLS.KeyFile,
-		"source.ssl-key":                    c.Source.SSLKey,
+		"source.password-file":                  c.Source.PasswordFile,
+		"kafka.sasl.password-file":              c.Kafka.SASL.PasswordFile,
+		"kafka.sasl.token-file":                 c.Kafka.SASL.TokenFile,
+		"kafka.sasl.client-secret-file":         c.Kafka.SASL.ClientSecretFile,
+		"kafka.sasl.aws-secret-access-key-file": c.Kafka.SASL.AWSSecretAccessKeyFile,
+		"kafka.sasl.aws-session-token-file":     c.Kafka.SASL.AWSSessionTokenFile,
+		"checkpoint.password-file":              c.Checkpoint.PasswordFile,
+		"checkpoint.sentinel-password-file":     c.Checkpoint.SentinelPasswordFile,
+		"kafka.tls.key-file":                    c.Kafka.TLS.KeyFile,
+		"checkpoint.tls.key-file":               c.Checkpoint.TLS.KeyFile,
+		"source.ssl-key":                        c.Source.SSLKey,
 	}
 }
 

@@ -155,5 +155,7 @@ func (c Config) Redacted() Config {
 	}
 	mask(&c.SASL.Password)
 	mask(&c.SASL.ClientSecret)
+	mask(&c.SASL.AWSSecretAccessKey)
+	mask(&c.SASL.AWSSessionToken)
 	return c
 }

@@ -112,7 +112,7 @@ func dialBrokerConn(ctx context.Context, addr string, sec *Security) (*brokerCon
 		nc.Close()
 		return nil, fmt.Errorf("api versions from %s: error code %d", addr, av.ErrorCode)
 	}
-	if err := sec.authenticate(&rw, av); err != nil {
+	if err := sec.authenticate(ctx, addr, &rw, av); err != nil {
 		nc.Close()
 		return nil, err
 	}

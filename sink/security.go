@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,7 @@ import (
 )
 
 // SASL mechanisms accepted in SASL.Mechanism (KIP-43 PLAIN, KIP-84
-// SCRAM, KIP-255 OAUTHBEARER).
+// SCRAM, KIP-255 OAUTHBEARER; AWS_MSK_IAM is MechanismAWSMSKIAM, awsiam.go).
 const (
 	MechanismPlain       = "PLAIN"
 	MechanismSCRAM256    = "SCRAM-SHA-256"
@@ -42,8 +43,8 @@ const (
 
 // SASL is the kafka.sasl section.
 type SASL struct {
-	// Mechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER;
-	// empty: no SASL. Use it with kafka.tls (a SASL_SSL listener); PLAIN
+	// Mechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or
+	// AWS_MSK_IAM; empty: no SASL. Use it with kafka.tls (a SASL_SSL listener); PLAIN
 	// without TLS sends the password in clear.
 	Mechanism string `yaml:"mechanism" env:"MECHANISM"`
 	// Username and Password (or PasswordFile, read at each connection)
@@ -66,6 +67,23 @@ type SASL struct {
 	// Extensions (OAUTHBEARER, KIP-342): key=value pairs sent with the
 	// token, e.g. Confluent Cloud's logicalCluster and identityPoolId.
 	Extensions map[string]string `yaml:"extensions" env:"EXTENSIONS"`
+	// AWSRegion (AWS_MSK_IAM, required) is the MSK cluster's region, e.g.
+	// eu-west-1: the signature's scope.
+	AWSRegion string `yaml:"aws-region" env:"AWS_REGION"`
+	// AWSProfile (AWS_MSK_IAM) selects a profile of the shared AWS config
+	// and credentials files for the default credential chain.
+	AWSProfile string `yaml:"aws-profile" env:"AWS_PROFILE"`
+	// Static keys (AWS_MSK_IAM): an access key id and secret access key
+	// (optionally a session token), inline or from files re-read at each
+	// connection. Without them the default AWS credential chain is used
+	// (environment, shared files, web identity / IRSA, EKS Pod Identity,
+	// ECS, EC2 instance metadata).
+	AWSAccessKeyID         string `yaml:"aws-access-key-id" env:"AWS_ACCESS_KEY_ID"`
+	AWSAccessKeyIDFile     string `yaml:"aws-access-key-id-file" env:"AWS_ACCESS_KEY_ID_FILE"`
+	AWSSecretAccessKey     string `yaml:"aws-secret-access-key" env:"AWS_SECRET_ACCESS_KEY"`
+	AWSSecretAccessKeyFile string `yaml:"aws-secret-access-key-file" env:"AWS_SECRET_ACCESS_KEY_FILE"`
+	AWSSessionToken        string `yaml:"aws-session-token" env:"AWS_SESSION_TOKEN"`
+	AWSSessionTokenFile    string `yaml:"aws-session-token-file" env:"AWS_SESSION_TOKEN_FILE"`
 }
 
 // ErrSecurity matches every *SecurityError.
@@ -93,7 +111,7 @@ func (e *SecurityError) Unwrap() error { return e.Err }
 // Is makes a *SecurityError match ErrSecurity.
 func (e *SecurityError) Is(target error) bool { return target == ErrSecurity }
 
-var mechanisms = []string{MechanismPlain, MechanismSCRAM256, MechanismSCRAM512, MechanismOAuthBearer}
+var mechanisms = []string{MechanismPlain, MechanismSCRAM256, MechanismSCRAM512, MechanismOAuthBearer, MechanismAWSMSKIAM}
 
 // validateSecurity checks the tls and sasl sections; bad is Validate's.
 func (c *Config) validateSecurity(bad func(field, format string, a ...any), errs *[]error) {
@@ -110,11 +128,16 @@ func (c *Config) validateSecurity(bad func(field, format string, a ...any), errs
 			}
 		}
 	}
+	if s.Mechanism != MechanismAWSMSKIAM && s.Mechanism != "" && s.hasAWS() {
+		bad("sasl.aws-region", "the kafka.sasl.aws-* settings are for mechanism AWS_MSK_IAM, not %s: remove them", s.Mechanism)
+	}
 	switch s.Mechanism {
 	case "":
-		if s.Username != "" || s.Password != "" || s.PasswordFile != "" || s.TokenFile != "" || s.TokenURL != "" {
+		if s.Username != "" || s.Password != "" || s.PasswordFile != "" || s.TokenFile != "" || s.TokenURL != "" || s.hasAWS() {
 			bad("sasl.mechanism", "required when other kafka.sasl settings are set: one of %s", strings.Join(mechanisms, ", "))
 		}
+	case MechanismAWSMSKIAM:
+		c.validateAWS(bad, secret)
 	case MechanismPlain, MechanismSCRAM256, MechanismSCRAM512:
 		if s.Username == "" {
 			bad("sasl.username", "required with mechanism %s", s.Mechanism)
@@ -160,6 +183,8 @@ func (s SASL) mechanism() (sasl.Mechanism, error) {
 		return &passwordMechanism{s: s}, nil
 	case MechanismOAuthBearer:
 		return newOAuthBearer(s), nil
+	case MechanismAWSMSKIAM:
+		return newMSKIAM(s), nil
 	}
 	return nil, fmt.Errorf("kafka.sasl.mechanism: %q: unknown", s.Mechanism)
 }
@@ -323,8 +348,11 @@ func (s *Security) explain(ctx context.Context, addr string, err error) error {
 		switch ke {
 		case kafka.SASLAuthenticationFailed:
 			fix := "check kafka.sasl.username and kafka.sasl.password (or password-file)"
-			if s.mechName == MechanismOAuthBearer {
+			switch s.mechName {
+			case MechanismOAuthBearer:
 				fix = "the broker refused the token: check kafka.sasl.token-file / token-url and that the token is valid for this cluster"
+			case MechanismAWSMSKIAM:
+				fix = "MSK refused the IAM signature: check that the credentials' IAM policy allows kafka-cluster:Connect on this cluster, that kafka.sasl.aws-region is the cluster's region and that the clock is right"
 			}
 			return &SecurityError{Broker: addr, Setting: "kafka.sasl", Fix: fix + " (mechanism " + s.mechName + ")", Err: err}
 		case kafka.UnsupportedSASLMechanism:
@@ -359,10 +387,12 @@ func speaksSASL(ctx context.Context, addr string, s *Security) bool {
 	return err == nil || (errors.As(err, &ke) && (ke == kafka.SASLAuthenticationFailed || ke == kafka.UnsupportedSASLMechanism))
 }
 
-// authenticate logs in with the SASL mechanism on a connection whose API
-// versions are av: SaslHandshake v1, then SaslAuthenticate requests
-// (KIP-152) until the mechanism is done. Nothing without a mechanism.
-func (s *Security) authenticate(rw io.ReadWriter, av *apiversionsAPI.Response) error {
+// authenticate logs in with the SASL mechanism on a connection to addr
+// (host:port) whose API versions are av: SaslHandshake v1, then
+// SaslAuthenticate requests (KIP-152) until the mechanism is done. The
+// mechanism sees the broker's host and port (sasl.MetadataFromContext:
+// AWS_MSK_IAM signs the host). Nothing without a mechanism.
+func (s *Security) authenticate(ctx context.Context, addr string, rw io.ReadWriter, av *apiversionsAPI.Response) error {
 	if s == nil || s.mech == nil {
 		return nil
 	}
@@ -386,7 +416,9 @@ func (s *Security) authenticate(rw io.ReadWriter, av *apiversionsAPI.Response) e
 	if code := res.(*saslhandshakeAPI.Response).ErrorCode; code != 0 {
 		return kafka.Error(code)
 	}
-	ctx := context.Background()
+	host, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	ctx = sasl.WithMetadata(ctx, &sasl.Metadata{Host: host, Port: port})
 	sess, state, err := s.mech.Start(ctx)
 	if err != nil {
 		return err

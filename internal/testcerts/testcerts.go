@@ -37,7 +37,9 @@ type pair struct {
 }
 
 // Generate writes the files into dir (created, mode 0700; keys 0600).
-func Generate(dir string) error {
+// The server certificates name localhost, 127.0.0.1 and ::1, and the
+// extra host names given (docker-compose.secure.yml: its service names).
+func Generate(dir string, hosts ...string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -53,7 +55,7 @@ func Generate(dir string) error {
 		return err
 	}
 	server := func(from, to time.Time) *x509.Certificate {
-		return &x509.Certificate{Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
+		return &x509.Certificate{Subject: pkix.Name{CommonName: "localhost"}, DNSNames: append([]string{"localhost"}, hosts...),
 			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, NotBefore: from, NotAfter: to}
 	}

@@ -7,10 +7,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,10 +79,112 @@ func (s *secureStack) kafkaSCRAM(mech string) sink.Config {
 
 // unsecuredJWT is a token Kafka's default (unsecured) OAUTHBEARER
 // validator accepts: alg none, sub, iat and exp.
-func unsecuredJWT(sub string) string {
+func unsecuredJWT(sub string) string { return unsecuredJWTFor(sub, time.Hour) }
+
+// unsecuredJWTFor is unsecuredJWT expiring after ttl (negative: expired).
+func unsecuredJWTFor(sub string, ttl time.Duration) string {
 	enc := base64.RawURLEncoding.EncodeToString
-	now := time.Now().Unix()
-	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"sub":%q,"iat":%d,"exp":%d}`, sub, now, now+3600))) + "."
+	now := time.Now()
+	return enc([]byte(`{"alg":"none"}`)) + "." +
+		enc([]byte(fmt.Sprintf(`{"sub":%q,"iat":%d,"exp":%d}`, sub, now.Add(min(ttl, 0)-time.Minute).Unix(), now.Add(ttl).Unix()))) + "."
+}
+
+// TestSecureKafkaOIDC: OAUTHBEARER with the token from an OAuth 2.0
+// client credentials endpoint (RFC 6749 §4.4; an httptest server that
+// checks the client's Basic credentials, grant type and scope and issues
+// unsigned JWTs, which the SASL_SSL listener's unsecured validator
+// accepts): a login, the token reused by a second connection, a wrong
+// client secret refused by the endpoint and an expired token refused by
+// the broker, each a fatal *sink.SecurityError naming the setting.
+func TestSecureKafkaOIDC(t *testing.T) {
+	s := secured(t)
+	ctx := context.Background()
+	clientID, secret := "cdc-outbox:"+runID, "s3cr3t/"+runID
+	secretFile := filepath.Join(t.TempDir(), "client-secret")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var grants atomic.Int32
+	var ttl atomic.Int64
+	ttl.Store(int64(time.Hour))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		id, pw, ok := r.BasicAuth()
+		id, _ = url.QueryUnescape(id) // RFC 6749 §2.3.1: form-encoded, then Basic
+		pw, _ = url.QueryUnescape(pw)
+		if r.Method != http.MethodPost || r.ParseForm() != nil || r.PostForm.Get("grant_type") != "client_credentials" || r.PostForm.Get("scope") != "kafka" {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_request"}`)
+			return
+		}
+		if !ok || id != clientID || pw != secret {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client","error_description":"client authentication failed"}`)
+			return
+		}
+		grants.Add(1)
+		d := time.Duration(ttl.Load())
+		fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":%d}`, unsecuredJWTFor(clientID, d), int64(max(d, time.Hour)/time.Second))
+	}))
+	defer srv.Close()
+	oidc := func() sink.Config {
+		cfg := s.kafkaSCRAM(sink.MechanismOAuthBearer)
+		cfg.SASL = sink.SASL{Mechanism: sink.MechanismOAuthBearer, TokenURL: srv.URL + "/oauth2/token", ClientID: clientID,
+			ClientSecretFile: secretFile, Scope: "kafka"}
+		return cfg
+	}
+
+	// Two connections of one Security (the broker listed twice): one grant.
+	cfg := oidc()
+	cfg.Brokers = []string{s.kafkaSASL, s.kafkaSASL}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	conns, err := sink.Probe(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 2 || conns[1].Mechanism != sink.MechanismOAuthBearer || !strings.Contains(conns[1].TLS, "host name verified") {
+		t.Fatalf("probe: %+v", conns)
+	}
+	if n := grants.Load(); n != 1 {
+		t.Fatalf("%d token grants for two connections, want 1 (the token reused)", n)
+	}
+	if _, err := sink.Partitions(ctx, oidc(), "no-such-topic-"+runID); !errors.Is(err, kafka.UnknownTopicOrPartition) {
+		t.Fatalf("partitions: %v", err)
+	}
+
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrong, []byte("not-the-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, setting, fix string
+		edit               func(*sink.Config)
+		ttl                time.Duration
+	}{
+		{"wrong client secret", "kafka.sasl.client-id / client-secret", "HTTP 401", func(c *sink.Config) { c.SASL.ClientSecretFile = wrong }, time.Hour},
+		{"expired token", "kafka.sasl", "the broker refused the token", nil, -time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ttl.Store(int64(tc.ttl))
+			defer ttl.Store(int64(time.Hour))
+			cfg := oidc()
+			if tc.edit != nil {
+				tc.edit(&cfg)
+			}
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, err := sink.Probe(pctx, cfg)
+			var se *sink.SecurityError
+			if !errors.As(err, &se) || se.Setting != tc.setting || !strings.Contains(err.Error(), tc.fix) || !sink.IsFatal(err) {
+				t.Fatalf("got %v, want a fatal SecurityError on %s saying %q", err, tc.setting, tc.fix)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatal("the client secret is in the error")
+			}
+		})
+	}
 }
 
 // TestSecureKafkaConnections connects with every supported way and checks
@@ -97,6 +203,7 @@ func TestSecureKafkaConnections(t *testing.T) {
 	oauth := s.kafkaSCRAM(sink.MechanismOAuthBearer)
 	oauth.SASL = sink.SASL{Mechanism: sink.MechanismOAuthBearer, TokenFile: tok}
 	for name, cfg := range map[string]sink.Config{
+		"plain":         s.kafkaSCRAM(sink.MechanismPlain),
 		"scram-sha-256": s.kafkaSCRAM(sink.MechanismSCRAM256),
 		"scram-sha-512": s.kafkaSCRAM(sink.MechanismSCRAM512),
 		"oauthbearer":   oauth,
@@ -142,7 +249,10 @@ func TestSecureKafkaBadInput(t *testing.T) {
 		{"expired certificate", func(c *sink.Config) { c.Brokers = []string{s.kafkaExpired}; c.SASL = sink.SASL{} }, "kafka.tls", "has expired"},
 		{"host name mismatch", func(c *sink.Config) { c.TLS.ServerName = "kafka.example.com" }, "kafka.tls", "set kafka.tls.server-name"},
 		{"wrong SASL password", func(c *sink.Config) { c.SASL.PasswordFile = wrongPW }, "kafka.sasl", "check kafka.sasl.username and kafka.sasl.password"},
-		{"mechanism not enabled", func(c *sink.Config) { c.SASL.Mechanism = sink.MechanismPlain }, "kafka.sasl.mechanism", "PLAIN is not enabled on this listener"},
+		{"mechanism not enabled", func(c *sink.Config) {
+			c.SASL = sink.SASL{Mechanism: sink.MechanismAWSMSKIAM, AWSRegion: "eu-west-1", AWSAccessKeyID: "AKIAEXAMPLE", AWSSecretAccessKeyFile: wrongPW}
+		}, "kafka.sasl.mechanism", "AWS_MSK_IAM is not enabled on this listener"},
+		{"wrong PLAIN password", func(c *sink.Config) { c.SASL.Mechanism, c.SASL.PasswordFile = sink.MechanismPlain, wrongPW }, "kafka.sasl", "check kafka.sasl.username and kafka.sasl.password"},
 		{"TLS against a plaintext listener", func(c *sink.Config) { c.Brokers = []string{s.kafkaPlain}; c.SASL = sink.SASL{} }, "kafka.tls.enabled", "plaintext"},
 		{"plaintext against a TLS listener", func(c *sink.Config) { c.TLS = secure.TLS{}; c.SASL = sink.SASL{} }, "kafka.tls.enabled", "set kafka.tls.enabled: true"},
 		{"no login on a SASL_SSL listener", func(c *sink.Config) { c.SASL = sink.SASL{} }, "kafka.sasl.mechanism", "needs a login"},
@@ -347,8 +457,15 @@ func TestSecureRedis(t *testing.T) {
 // that each committed row arrives once and the checkpoint is written.
 func TestSecurePublishEndToEnd(t *testing.T) {
 	s := secured(t)
+	// PLAIN over TLS: the same listener, the user from its JAAS configuration.
+	for _, mech := range []string{sink.MechanismSCRAM512, sink.MechanismPlain} {
+		t.Run(mech, func(t *testing.T) { securePublish(t, s, mech) })
+	}
+}
+
+func securePublish(t *testing.T, s *secureStack, mech string) {
 	ctx := context.Background()
-	name := "sec_e2e_" + runID
+	name := "sec_e2e_" + strings.ToLower(strings.ReplaceAll(mech, "-", "")) + "_" + runID
 	src := s.mysqlTLS(t)
 	conn, err := binlog.Dial(ctx, src, src.Schema)
 	if err != nil {
@@ -373,7 +490,7 @@ func TestSecurePublishEndToEnd(t *testing.T) {
 		}
 	}
 	topic := "it." + name
-	kcfg := s.kafkaSCRAM(sink.MechanismSCRAM512)
+	kcfg := s.kafkaSCRAM(mech)
 	admin, err := kafka.Dial("tcp", s.kafkaPlain)
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +522,7 @@ kafka:
     enabled: true
     ca-file: %s
   sasl:
-    mechanism: SCRAM-SHA-512
+    mechanism: %s
     username: %s
     password-file: %s
 checkpoint:
@@ -421,8 +538,8 @@ log:
   format: json
 shutdown-timeout: 10s
 retry-backoff-max: 2s
-`, s.mysql, s.secretFile("mysql-root"), s.cert(testcerts.CA), serverIDs.Add(1), mysqlDB, name, topic,
-		s.kafkaSASL, s.cert(testcerts.CA), s.kafkaUser, s.secretFile("kafka"),
+`, s.mysql, s.secretFile("mysql-root"), s.cert(testcerts.CA), serverIDs.Add(32)-31, mysqlDB, name, topic, // 32: the publisher's ha.server-ids beside it
+		s.kafkaSASL, s.cert(testcerts.CA), mech, s.kafkaUser, s.secretFile("kafka"),
 		s.redis, s.redisUser, s.secretFile("redis"), key, s.cert(testcerts.CA))
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -431,7 +548,7 @@ retry-backoff-max: 2s
 	if err != nil {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
-	for _, want := range []string{"SCRAM-SHA-512", "TLS 1.3", "host name verified"} {
+	for _, want := range []string{"SASL " + mech, "TLS 1.3", "host name verified"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("check does not report %q:\n%s", want, out)
 		}
