@@ -455,3 +455,30 @@ func (e *env) killDumpThreads() int {
 	}
 	return n
 }
+
+// Kafka down for several read-timeouts while rows keep coming: the byte
+// budget fills and the reader stops taking events from the binlog stream
+// (backpressure) for longer than source.read-timeout. That wait must not
+// time out the replication connection (go-mysql counts the read timeout
+// from each socket read, not from the previous packet) nor restart the
+// pipeline: 0 restarts, nothing lost, no duplicates.
+func TestFaultBrokerDownBackpressure(t *testing.T) {
+	e := newEnv(t)
+	e.readTimeout, e.sourceExtra = "2s", "  buffer-bytes: 1048576\n"
+	p := e.start()
+	plan := workload.Generate(350, 0, 100, 12000, 1, 20, 500)
+	pr := e.produceBackground(plan, 1500)
+	e.waitPublished(plan, 500, time.Minute)
+	stack(t, "stop-kafka")
+	t.Cleanup(func() { stack(t, "start-kafka") })
+	time.Sleep(8 * time.Second) // the outage: four read-timeouts
+	backlog := int(pr.committed.Load())
+	up := time.Now()
+	stack(t, "start-kafka")
+	e.waitPublished(plan, backlog, 2*time.Minute)
+	rec := time.Since(up)
+	e.finish("Kafka broker down 8 s with the read-ahead budget full (read-timeout 2 s)", pr, rec)
+	if n := restarts(p); n != 0 {
+		t.Fatalf("%d pipeline restarts: a wait on backpressure longer than read-timeout must not time out the binlog stream", n)
+	}
+}

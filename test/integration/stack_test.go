@@ -149,6 +149,7 @@ type env struct {
 	extra        string // appended to the YAML config
 	noMirror     bool   // checkpoint.mirror-topic "": the checkpoint in Redis only
 	sourceExtra  string // appended to the YAML config's source section (indented by 2)
+	readTimeout  string // source.read-timeout (default 5s)
 	batchBytes   int
 	batchSize    int
 	sourceAddr   string   // overrides the MariaDB address the publisher uses
@@ -249,7 +250,7 @@ func (e *env) config() string {
   start: latest
   position-mode: %s
   heartbeat-period: 1s
-  read-timeout: 5s
+  read-timeout: %s
 %srouter:
   topic: %s
 kafka:
@@ -271,7 +272,7 @@ ha:
   enabled: %v
   lease-ttl: %s
   group: %q
-`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), e.sourceExtra, e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), cmp.Or(e.redisYAML, "addr: "+redisAddr), e.key, e.mirrorTopic(),
+`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), cmp.Or(e.readTimeout, "5s"), e.sourceExtra, e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), cmp.Or(e.redisYAML, "addr: "+redisAddr), e.key, e.mirrorTopic(),
 		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"))
 	if e.configText != "" {
 		cfg = e.configText
