@@ -325,6 +325,12 @@ func (s *Server) BinaryLogs() ([]string, error) {
 // GTID set (Executed_Gtid_Set on MySQL, @@gtid_binlog_pos on MariaDB).
 func (s *Server) Latest() (Position, error) { return latest(s.conn.Execute, s.flavor) }
 
+// LatestOn is Latest on a connection of one's own (e.g. one holding a
+// snapshot under FLUSH TABLES WITH READ LOCK): exec is its Execute.
+func LatestOn(exec func(string, ...any) (*mysql.Result, error), flavor string) (Position, error) {
+	return latest(exec, flavor)
+}
+
 // latest is Latest over an Execute function (unit-tested with fakes).
 func latest(exec func(string, ...any) (*mysql.Result, error), flavor string) (Position, error) {
 	r, err := exec("SHOW BINARY LOG STATUS")

@@ -33,17 +33,16 @@ func (p *Publisher) backfill(ctx context.Context, srv *binlog.Server, cpw *check
 	if where == "" {
 		return binlog.Position{}, backfillError("source.backfill-where is empty: give the condition of the rows to publish, e.g. %s", binlog.DefaultBackfillWhere)
 	}
-	if srv.Flavor() != binlog.FlavorMariaDB {
-		return binlog.Position{}, backfillError("the backfill is implemented for MariaDB (binlog_snapshot_file/position); on MySQL see docs/operations.md (backfill on MySQL 8)")
-	}
 	snap, err := snapshot.Open(ctx, cfg.Source, where)
 	if err != nil {
 		return binlog.Position{}, err
 	}
 	defer snap.Close()
 	at := snap.Pos()
-	if at.GTIDSet, err = srv.GTIDSetAt(at); err != nil {
-		return binlog.Position{}, err
+	if at.GTIDSet == "" { // MySQL's snapshot read Executed_Gtid_Set with the position
+		if at.GTIDSet, err = srv.GTIDSetAt(at); err != nil {
+			return binlog.Position{}, err
+		}
 	}
 	snap.SetPosition(at)
 	total, err := snap.Count()
