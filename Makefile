@@ -52,7 +52,7 @@ test: vet deploy-check release-check
 # transaction, database restart and killed connection, check/checkpoint commands, settings,
 # unrelated traffic, MariaDB GTID domains, backfill and prune (MariaDB), the MySQL-only cases
 # (compression, tagged GTIDs, PARTIAL_JSON, invisible columns/GIPK) and XA transactions.
-FLAVOUR_TESTS ?= ^(TestExactlyOnceInOrderNoFaults|TestRolledBackTransactionPublishesNothing|TestKillMidStreamResumes|TestRestartResumesFromCheckpoint|TestRunBadStart|TestReplayRange|TestReplayByTime|TestRotationFlushBinaryLogs|TestPurgedCheckpoint|TestArchiveReplayAndCatchUp|TestSchemaChangesLiveAndReplay|TestLargeTransactionBoundedMemory|TestFaultDatabase|TestCheckCommand|TestCheckPurgedCheckpoint|TestCheckpointCommands|TestRuntimeSettingChangeStopsPublisher|TestUnrelatedTrafficPassesBy|TestGTID.*|TestBackfill.*|TestPrune.*|TestMySQL.*|TestXATransactions|TestPayloadByteExact)$$
+FLAVOUR_TESTS ?= ^(TestExactlyOnceInOrderNoFaults|TestRolledBackTransactionPublishesNothing|TestKillMidStreamResumes|TestRestartResumesFromCheckpoint|TestRunBadStart|TestReplayRange|TestReplayByTime|TestRotationFlushBinaryLogs|TestPurgedCheckpoint|TestArchiveReplayAndCatchUp|TestSchemaChangesLiveAndReplay|TestLargeTransactionBoundedMemory|TestFaultDatabase|TestCheckCommand|TestCheckPurgedCheckpoint|TestCheckpointCommands.*|TestRuntimeSettingChangeStopsPublisher|TestUnrelatedTrafficPassesBy|TestGTID.*|TestBackfill.*|TestPrune.*|TestMySQL.*|TestXATransactions|TestPayloadByteExact)$$
 # the flavours beside the default MariaDB 10.11 (scripts/dev-stack.sh CDC_FLAVOR)
 EXTRA_FLAVOURS ?= mysql mariadb11
 

@@ -149,11 +149,19 @@ func (s *Server) CheckPosition(p Position) error {
 		ErrPositionUnavailable, p.FilePos(), typ)
 }
 
-// GTIDSetAt returns the GTID set executed up to p's file:pos on MariaDB
-// (BINLOG_GTID_POS), "" on MySQL, which has no such function, or when the
-// server cannot tell.
+// GTIDSetAt returns the GTID set executed up to p's file:pos: on MariaDB
+// BINLOG_GTID_POS; on MySQL, which has no such function, the file's
+// Previous_gtids plus the GTID of every transaction that starts before pos
+// (mysqlGTIDSetAt); "" when the server cannot tell (MariaDB) or the
+// binlog holds no GTIDs (MySQL with gtid_mode OFF from the start).
 func (s *Server) GTIDSetAt(p Position) (string, error) {
-	if s.flavor != FlavorMariaDB || p.File == "" {
+	if p.File == "" {
+		return "", nil
+	}
+	if s.flavor == FlavorMySQL {
+		return mysqlGTIDSetAt(s.conn.Execute, p)
+	}
+	if s.flavor != FlavorMariaDB {
 		return "", nil
 	}
 	r, err := s.conn.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos)
@@ -162,6 +170,76 @@ func (s *Server) GTIDSetAt(p Position) (string, error) {
 	}
 	set, _ := r.GetString(0, 0)
 	return set, nil
+}
+
+// mysqlGTIDSetAt computes MySQL's GTID set at p by listing p's file with
+// SHOW BINLOG EVENTS (REPLICATION SLAVE) in batches of commitLookupBatch:
+// the Previous_gtids event (every GTID of the earlier files, and
+// gtid_purged) plus the GTID of each Gtid or Gtid_tagged_log_event
+// (uuid:tag:gno, MySQL 8.4+) that starts before p.Pos (MySQL manual,
+// "Replication Event Types"; a GTID precedes its transaction's events, a
+// compressed transaction's Transaction_payload included). It reads the
+// file up to p, one round trip per batch.
+func mysqlGTIDSetAt(exec func(string, ...any) (*mysql.Result, error), p Position) (string, error) {
+	set, err := mysql.ParseMysqlGTIDSet("")
+	if err != nil {
+		return "", err
+	}
+	q := "SHOW BINLOG EVENTS IN '" + strings.ReplaceAll(p.File, "'", "''") + "' FROM %d LIMIT %d"
+	for from := uint32(4); ; {
+		r, err := exec(fmt.Sprintf(q, from, commitLookupBatch))
+		if err != nil {
+			return "", fmt.Errorf("binlog: the GTID set at %s (SHOW BINLOG EVENTS from %d): %w", p.FilePos(), from, err)
+		}
+		next := from
+		for i := 0; i < r.RowNumber(); i++ {
+			at, _ := r.GetUintByName(i, "Pos")
+			if at >= uint64(p.Pos) {
+				return set.String(), nil
+			}
+			typ, _ := r.GetStringByName(i, "Event_type")
+			info, _ := r.GetStringByName(i, "Info")
+			switch typ {
+			case "Previous_gtids":
+				if prev := strings.TrimSpace(strings.ReplaceAll(info, "\n", "")); prev != "" {
+					ps, err := mysql.ParseMysqlGTIDSet(prev)
+					if err != nil {
+						return "", fmt.Errorf("binlog: the Previous_gtids of %s (%q): %w", p.File, info, err)
+					}
+					set = ps
+				}
+			case "Gtid", "Gtid_tagged_log_event":
+				g, ok := quotedGTID(info)
+				if !ok {
+					return "", fmt.Errorf("binlog: the %s event at %s:%d: no GTID in %q", typ, p.File, at, info)
+				}
+				if err := set.Update(g); err != nil {
+					return "", fmt.Errorf("binlog: the %s event at %s:%d: GTID %q: %w", typ, p.File, at, g, err)
+				}
+			}
+			// The events embedded in a Transaction_payload are listed
+			// after it with positions inside it: continue after the
+			// furthest end seen.
+			if end, _ := r.GetUintByName(i, "End_log_pos"); uint32(end) > next {
+				next = uint32(end)
+			}
+		}
+		if r.RowNumber() < commitLookupBatch || next == from {
+			return set.String(), nil // p is the end of the file
+		}
+		from = next
+	}
+}
+
+// quotedGTID returns the GTID of a Gtid event's Info, "SET
+// @@SESSION.GTID_NEXT= 'uuid[:tag]:gno'".
+func quotedGTID(info string) (string, bool) {
+	i := strings.IndexByte(info, '\'')
+	j := strings.LastIndexByte(info, '\'')
+	if i < 0 || j <= i+1 {
+		return "", false
+	}
+	return info[i+1 : j], true
 }
 
 // commitLookupBatch is how many events one SHOW BINLOG EVENTS of
