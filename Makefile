@@ -170,6 +170,13 @@ faults:
 ## bench: throughput, latency, recovery and the polling dispatcher baseline on the local stack;
 ## prints a table and appends it to BENCHMARKS.md (ROWS=1000000 by default)
 ROWS ?= 1000000
+## then the raw limits and the drain again on MySQL 9.7 (CDC_FLAVOR=mysql, -drain-only), appended beside
+## (BENCH_FLAVOURS= skips it); its server is stopped afterwards
+BENCH_FLAVOURS ?= mysql
 bench: build
 	$(STACK) up
 	eval "$$($(STACK) env)" && $(GO) run ./bench -rows $(ROWS) -bin bin/cdc-outbox -out BENCHMARKS.md
+	@rc=0; for f in $(BENCH_FLAVOURS); do \
+		CDC_FLAVOR=$$f $(STACK) up && eval "$$(CDC_FLAVOR=$$f $(STACK) env)" && \
+			$(GO) run ./bench -rows $(ROWS) -drain-only -bin bin/cdc-outbox -out BENCHMARKS.md || rc=1; \
+		CDC_FLAVOR=$$f $(STACK) stop-db; done; exit $$rc
