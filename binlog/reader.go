@@ -310,8 +310,12 @@ type state struct {
 	// commitUnknown: commitPos failed for the open transaction (warned once)
 	commitUnknown bool
 	events        []Event
-	columns       map[uint64]*columnMap // by table id
-	generic       map[uint64]*genMap    // by table id: mappings other than the im preset
+	// lastEvents is the event count of the last transaction committed: the
+	// capacity events starts with (bounded by maxEventsHint), so that a
+	// transaction of many rows events does not regrow and copy its events.
+	lastEvents int
+	columns    map[uint64]*columnMap // by table id
+	generic    map[uint64]*genMap    // by table id: mappings other than the im preset
 	// chunk > 0 lets a transaction with more than chunk events (or
 	// chunkBytes payload bytes) go out in fragments (Txn.Partial) on
 	// ready, so that memory stays bounded; 0 keeps transactions whole.
@@ -567,6 +571,7 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 	}
 	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
 	txn := &Txn{Events: st.events, End: st.resume()}
+	st.lastEvents = len(st.events)
 	st.events, st.inTxn, st.gtid, st.bytes, st.body, st.xa = nil, false, "", 0, 0, false
 	st.txnStart, st.txnLen, st.commitAt, st.fromGTID, st.commitUnknown = 0, 0, Position{}, false, false
 	return txn
@@ -631,6 +636,9 @@ func (st *state) xaEnd(q []byte, h *replication.EventHeader) *Txn {
 	return st.commit(h)
 }
 
+// maxEventsHint bounds the capacity a transaction's events start with.
+const maxEventsHint = 4096
+
 func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
 	at := Position{File: st.file, Pos: eventStart(h), GTID: st.gtid}
 	var names []string
@@ -646,6 +654,13 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 			evs[i].Pos = at
 			evs[i].Table = tbl
 			st.bytes += len(evs[i].Payload)
+		}
+		if st.events == nil && st.lastEvents > len(evs) {
+			n := min(st.lastEvents, maxEventsHint)
+			if st.chunk > 0 {
+				n = min(n, st.chunk)
+			}
+			st.events = make([]Event, 0, max(n, len(evs)))
 		}
 		st.events = append(st.events, evs...)
 		return st.fragment()
