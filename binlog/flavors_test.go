@@ -442,3 +442,62 @@ func TestMySQLGTIDSetAt(t *testing.T) {
 		t.Fatalf("a Gtid event without a GTID: %v", err)
 	}
 }
+
+// The commit of a transaction listed by MariaDB 11.4+ (binlog_legacy_event_pos
+// OFF: End_log_pos 0 inside the transaction), over more than one page of
+// SHOW BINLOG EVENTS: pages go on from the last event's Pos, and the
+// commit's own End_log_pos is the answer.
+func TestFindCommitZeroEndLogPos(t *testing.T) {
+	cols := []string{"Log_name", "Pos", "Event_type", "Server_id", "End_log_pos", "Info"}
+	ev := func(pos uint64, typ string, end uint64, info string) []any {
+		return []any{"mariadb-bin.000004", pos, typ, uint64(1), end, info}
+	}
+	const n = commitLookupBatch + 500 // rows events: the commit is on the second page
+	rows := [][]any{ev(344, "Gtid", 4096, "BEGIN GTID 0-1-21"), ev(4096, "Annotate_rows", 0, "INSERT ..."), ev(18882, "Table_map", 0, "table_id: 30")}
+	at := uint64(19147)
+	for range n {
+		rows = append(rows, ev(at, "Write_rows_v1", 0, "table_id: 30"))
+		at += 8166
+	}
+	commit := at
+	rows = append(rows, ev(commit, "Xid", commit+31, "COMMIT /* xid=2755 */"), ev(commit+31, "Rotate", commit+80, "mariadb-bin.000005;pos=4"))
+	exec := fakeExec{}
+	q := "SHOW BINLOG EVENTS IN 'mariadb-bin.000004' FROM %d LIMIT %d"
+	for i := 0; i < len(rows); i++ {
+		pos := rows[i][1].(uint64)
+		exec[fmt.Sprintf(q, pos, commitLookupBatch)] = result(t, cols, rows[i:min(i+commitLookupBatch, len(rows))]...)
+	}
+	got, err := findCommit(exec.exec, "mariadb-bin.000004", 344)
+	if err != nil || got != uint32(commit+31) {
+		t.Fatalf("findCommit = %d, %v; want %d", got, err, commit+31)
+	}
+}
+
+// MariaDB 11.4+ events inside a transaction carry end_log_pos 0 in the
+// stream; fillPos gives each the previous event's end plus its size, and
+// leaves artificial events and events outside a transaction alone.
+func TestFillPos(t *testing.T) {
+	st := &state{}
+	h := func(logPos, size uint32, flags uint16) *replication.EventHeader {
+		return &replication.EventHeader{LogPos: logPos, EventSize: size, Flags: flags}
+	}
+	fake := h(0, 40, replication.LOG_EVENT_ARTIFICIAL_F) // the rotate a dump starts with
+	st.fillPos(fake)
+	gtid := h(4096, 3752, 0)
+	st.fillPos(gtid)
+	st.inTxn = true
+	annotate, tm, rows := h(0, 14786, 0), h(0, 265, 0), h(0, 8166, 0)
+	for _, x := range []*replication.EventHeader{annotate, tm, rows} {
+		st.fillPos(x)
+	}
+	artificial := h(0, 30, replication.LOG_EVENT_ARTIFICIAL_F)
+	st.fillPos(artificial)
+	xid := h(27209+31, 31, 0)
+	st.fillPos(xid)
+	if fake.LogPos != 0 || annotate.LogPos != 18882 || tm.LogPos != 19147 || rows.LogPos != 27313 || artificial.LogPos != 0 || st.next != xid.LogPos {
+		t.Fatalf("positions %d %d %d %d %d, next %d", fake.LogPos, annotate.LogPos, tm.LogPos, rows.LogPos, artificial.LogPos, st.next)
+	}
+	if eventStart(rows) != 19147 {
+		t.Fatalf("rows event starts at %d, want 19147", eventStart(rows))
+	}
+}

@@ -253,29 +253,45 @@ const commitLookupBatch = 1000
 // transaction never spans files.
 func findCommit(exec func(string, ...any) (*mysql.Result, error), file string, start uint32) (uint32, error) {
 	q := "SHOW BINLOG EVENTS IN '" + strings.ReplaceAll(file, "'", "''") + "' FROM %d LIMIT %d"
-	from, first := start, true
+	// Pages go on from the start (Pos) of the last event listed, which the
+	// next page lists again first: MariaDB 11.4+ (binlog_legacy_event_pos
+	// OFF) lists End_log_pos 0 for the events inside a transaction.
+	from, first, again := start, true, false
 	for {
 		r, err := exec(fmt.Sprintf(q, from, commitLookupBatch))
 		if err != nil {
 			return 0, fmt.Errorf("binlog: look up the commit of the transaction at %s:%d: %w", file, start, err)
 		}
-		for i := 0; i < r.RowNumber(); i++ {
+		n := r.RowNumber()
+		for i := 0; i < n; i++ {
+			if i == 0 && again {
+				continue
+			}
 			typ, _ := r.GetStringByName(i, "Event_type")
 			info, _ := r.GetStringByName(i, "Info")
 			end, _ := r.GetUintByName(i, "End_log_pos")
 			switch {
-			case typ == "Xid" || typ == "XA_prepare":
-				return uint32(end), nil
-			case typ == "Query" && (strings.EqualFold(info, "COMMIT") || strings.EqualFold(info, "ROLLBACK")):
+			case typ == "Xid" || typ == "XA_prepare" || (typ == "Query" && (strings.EqualFold(info, "COMMIT") || strings.EqualFold(info, "ROLLBACK"))):
+				if end == 0 && i+1 < n {
+					end, _ = r.GetUintByName(i+1, "Pos") // the next event starts where it ends
+				}
+				if end == 0 {
+					return 0, fmt.Errorf("binlog: the commit event of the transaction at %s:%d lists no end position", file, start)
+				}
 				return uint32(end), nil
 			case !first && (typ == "Gtid" || typ == "Anonymous_Gtid" || typ == "Rotate" || typ == "Stop"):
-				return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event before the %s event ending at %d", file, start, typ, end)
+				at, _ := r.GetUintByName(i, "Pos")
+				return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event before the %s event at %d", file, start, typ, at)
 			}
 			first = false
-			from = uint32(end)
 		}
-		if r.RowNumber() < commitLookupBatch {
-			return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event in the file (it ends at %d)", file, start, from)
+		if n < commitLookupBatch {
+			return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event in the file", file, start)
 		}
+		last, _ := r.GetUintByName(n-1, "Pos")
+		if uint32(last) <= from && again {
+			return 0, fmt.Errorf("binlog: listing the events of %s from %d does not advance", file, from)
+		}
+		from, again = uint32(last), true
 	}
 }

@@ -79,7 +79,15 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err != nil {
 		return &PositionError{Pos: r.from, Err: err}
 	}
+	fill, err := r.omitsPositions(ctx)
+	if err != nil {
+		return &PositionError{Pos: r.from, Err: err}
+	}
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		// MariaDB 11.4+ writes end_log_pos 0 inside transactions: go-mysql
+		// then asks for the Annotate_rows events too (without them the
+		// events sent are not contiguous) and fills the positions in.
+		FillZeroLogPos:  fill,
 		ServerID:        sc.ServerID,
 		Flavor:          sc.Flavor,
 		Host:            sc.Host,
@@ -310,6 +318,9 @@ type state struct {
 	// commitUnknown: commitPos failed for the open transaction (warned once)
 	commitUnknown bool
 	events        []Event
+	// next is the end of the last event read that carried its position:
+	// where the next event of the file starts (fillPos).
+	next uint32
 	// lastEvents is the event count of the last transaction committed: the
 	// capacity events starts with (bounded by maxEventsHint), so that a
 	// transaction of many rows events does not regrow and copy its events.
@@ -346,11 +357,53 @@ func (st *state) resume() Position {
 	return st.pos
 }
 
+// omitsPositions reports whether the source writes events without their
+// end_log_pos: MariaDB 11.4+ with binlog_legacy_event_pos OFF (the
+// default). Servers without that variable (MySQL, older MariaDB) write
+// every position. Asked on a connection of its own.
+func (r *Reader) omitsPositions(ctx context.Context) (bool, error) {
+	if r.flavor != FlavorMariaDB {
+		return false, nil
+	}
+	c, err := Dial(ctx, r.cfg, "")
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	res, err := c.Execute("SELECT @@GLOBAL.binlog_legacy_event_pos")
+	if code(err) == codeUnknownSystemVariable {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("binlog: SELECT @@GLOBAL.binlog_legacy_event_pos: %w", err)
+	}
+	legacy, _ := res.GetInt(0, 0)
+	return legacy == 0, nil
+}
+
+// fillPos fills in the end_log_pos of an event inside a transaction that
+// the server wrote without it: MariaDB 11.4+ with binlog_legacy_event_pos
+// OFF (the default) writes 0 there for every event of a transaction but its
+// GTID and commit events (MariaDB KB, "binlog_legacy_event_pos"). The
+// events of a transaction follow each other in the file, so such an
+// event ends at the previous event's end plus its own size. Artificial
+// events (the rotate and format description a dump starts with) are not
+// in the file and keep 0.
+func (st *state) fillPos(h *replication.EventHeader) {
+	if h.LogPos == 0 && st.inTxn && st.next != 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
+		h.LogPos = st.next + h.EventSize
+	}
+	if h.LogPos != 0 {
+		st.next = h.LogPos
+	}
+}
+
 // handle consumes one event and returns a transaction when one completes.
 func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader) (*Txn, error) {
 	if st.file == "" {
 		st.file = st.pos.File
 	}
+	st.fillPos(h)
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		st.file = string(e.NextLogName)

@@ -16,13 +16,14 @@ import (
 // MySQL/MariaDB error codes used in classification (MySQL manual, "Server
 // Error Message Reference").
 const (
-	codeAccessDenied       = 1045 // ER_ACCESS_DENIED_ERROR
-	codeTableAccessDenied  = 1142 // ER_TABLEACCESS_DENIED_ERROR
-	codeNoSuchTable        = 1146 // ER_NO_SUCH_TABLE
-	codeSpecificAccess     = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
-	codeParse              = 1064 // ER_PARSE_ERROR
-	codeMasterFatalReading = 1236 // ER_MASTER_FATAL_ERROR_READING_BINLOG
-	codeSlaveSameID        = 4052 // MariaDB ER_SLAVE_SAME_ID
+	codeAccessDenied          = 1045 // ER_ACCESS_DENIED_ERROR
+	codeTableAccessDenied     = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	codeNoSuchTable           = 1146 // ER_NO_SUCH_TABLE
+	codeSpecificAccess        = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+	codeParse                 = 1064 // ER_PARSE_ERROR
+	codeMasterFatalReading    = 1236 // ER_MASTER_FATAL_ERROR_READING_BINLOG
+	codeSlaveSameID           = 4052 // MariaDB ER_SLAVE_SAME_ID
+	codeUnknownSystemVariable = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE
 )
 
 // Server is a plain SQL connection to the source, used for start-up checks
