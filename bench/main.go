@@ -532,8 +532,10 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 	defer func() { _ = prof.Wait() }()
 	if profile {
 		prof.Go(func() error {
-			time.Sleep(500 * time.Millisecond)
-			out, err := exec.Command("curl", "-s", "-o", b.profile, "http://127.0.0.1:6061/debug/pprof/profile?seconds=5").CombinedOutput()
+			// 3 s from 0.3 s in: inside a drain of 500,000 rows or more
+			// here (the profile is lost when the publisher stops first).
+			time.Sleep(300 * time.Millisecond)
+			out, err := exec.Command("curl", "-sf", "-o", b.profile, "http://127.0.0.1:6061/debug/pprof/profile?seconds=3").CombinedOutput()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "bench: profile:", err, string(out))
 			}
