@@ -66,6 +66,8 @@ type bench struct {
 	bin                  string
 	profile              string
 	repeat               int
+	drainOnly            bool
+	server               string // the source server's name for the table: "MariaDB 10.11.6", "MySQL 9.7.4"
 	run                  string
 	dir                  string
 	table                string
@@ -83,6 +85,7 @@ func main() {
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
 	only := flag.String("only", "", "run one case only: live-cost")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
+	flag.BoolVar(&b.drainOnly, "drain-only", false, "measure the raw limits and the drain only (no latency, recovery or dispatcher runs): the second flavour of make bench")
 	flag.Parse()
 	b.run = time.Now().UTC().Format("20060102150405")
 	b.table = "bench_outbox_" + b.run
@@ -106,17 +109,27 @@ func main() {
 		b.cleanup(ctx)
 		return
 	}
+	if b.drainOnly {
+		b.write(*out, time.Since(start), ctx)
+		return
+	}
 	b.latency(ctx, 1000, 10*time.Second)
 	b.latency(ctx, 5000, 10*time.Second)
 	b.latency(ctx, 0, 10*time.Second)
 	b.liveCost(ctx, 5000, 10, 15*time.Second, "")
 	b.recovery(ctx)
 	b.dispatcher(ctx)
-	table := b.render(time.Since(start))
+	b.write(*out, time.Since(start), ctx)
+}
+
+// write prints the table, cleans up, and appends the table to out ("":
+// nowhere).
+func (b *bench) write(out string, total time.Duration, ctx context.Context) {
+	table := b.render(total)
 	fmt.Print(table)
 	b.cleanup(ctx)
-	if *out != "" {
-		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if out != "" {
+		f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		fail(err)
 		_, err = f.WriteString(table)
 		fail(err)
@@ -142,8 +155,25 @@ func sqlConn() *client.Conn {
 	return c
 }
 
+// setup creates the outbox table from the schema file of the server's
+// kind (schema/mysql.sql for MySQL, schema/mariadb.sql otherwise) and
+// names the server for the table.
 func (b *bench) setup() error {
-	ddl, err := os.ReadFile("schema/mariadb.sql")
+	c := sqlConn()
+	defer c.Close()
+	r, err := c.Execute("SELECT VERSION(), @@version_comment")
+	if err != nil {
+		return err
+	}
+	ver, _ := r.GetString(0, 0)
+	comment, _ := r.GetString(0, 1)
+	schema := "schema/mariadb.sql"
+	if strings.Contains(strings.ToLower(ver+comment), "mariadb") {
+		b.server = "MariaDB " + strings.SplitN(ver, "-", 2)[0]
+	} else {
+		b.server, schema = "MySQL "+strings.SplitN(ver, "-", 2)[0], "schema/mysql.sql"
+	}
+	ddl, err := os.ReadFile(schema)
 	if err != nil {
 		return err
 	}
@@ -153,8 +183,6 @@ func (b *bench) setup() error {
 			lines = append(lines, l)
 		}
 	}
-	c := sqlConn()
-	defer c.Close()
 	for _, stmt := range strings.Split(strings.Join(lines, "\n"), ";") {
 		if strings.Contains(stmt, "CREATE TABLE IF NOT EXISTS im_event_outbox") {
 			if _, err := c.Execute(strings.Replace(stmt, "im_event_outbox", b.table, 1)); err != nil {
@@ -228,14 +256,14 @@ func createTopic(name string) {
 	fail(fmt.Errorf("topic %s not visible", name))
 }
 
+// masterPos returns the end of the binlog (SHOW BINARY LOG STATUS, or
+// SHOW MASTER STATUS on servers without it).
 func masterPos() binlog.Position {
 	c := sqlConn()
 	defer c.Close()
-	r, err := c.Execute("SHOW MASTER STATUS")
+	p, err := binlog.LatestOn(c.Execute, "")
 	fail(err)
-	f, _ := r.GetString(0, 0)
-	p, _ := r.GetUint(0, 1)
-	return binlog.Position{File: f, Pos: uint32(p)}
+	return binlog.Position{File: p.File, Pos: p.Pos}
 }
 
 // backlog writes rows outbox rows in transactions of 1,000 while no
@@ -260,7 +288,7 @@ func (b *bench) backlog() (binlog.Position, binlog.Position) {
 	}
 	to := masterPos()
 	d := time.Since(began)
-	b.add("backlog written (MariaDB insert rate, for scale)", fmt.Sprintf("%.0f rows/s", float64(b.rows)/d.Seconds()),
+	b.add(fmt.Sprintf("backlog written (%s insert rate, for scale)", b.server), fmt.Sprintf("%.0f rows/s", float64(b.rows)/d.Seconds()),
 		fmt.Sprintf("%d rows, %d conversations, %d B payloads, %s", b.rows, b.convs, b.payload, d.Round(time.Millisecond)))
 	return from, to
 }
@@ -328,7 +356,7 @@ func (b *bench) throughput(ctx context.Context, from, to binlog.Position) {
 		fmt.Sprintf("%d events in %s, from process start to the last record's append (acknowledgement) time; the checkpoint reached the end %s later; %s",
 			b.rows, r.d.Round(time.Millisecond), r.lag.Round(time.Millisecond), spread(drain)))
 	per10k := func(t trial) float64 { return t.mcpu.Seconds() / float64(b.rows) * 10000 }
-	b.add("machine CPU per 10,000 events (every process: publisher or bench, MariaDB, Kafka, Redis)",
+	b.add(fmt.Sprintf("machine CPU per 10,000 events (every process: publisher or bench, %s, Kafka, Redis)", b.server),
 		fmt.Sprintf("decode %.3f s, produce %.3f s, drain %.3f s", per10k(d), per10k(p), per10k(r)),
 		"/proc/stat, the median trials; the drain does both halves' work")
 	cores := float64(runtime.NumCPU())
@@ -363,8 +391,9 @@ func (b *bench) rawBinlog(ctx context.Context, from, to binlog.Position) trial {
 	fail(err)
 	cols, err := srv.Columns()
 	fail(err)
+	flavor := srv.Flavor()
 	srv.Close()
-	r := binlog.NewReader(cfg, binlog.FlavorMariaDB, cols, from, nopLog())
+	r := binlog.NewReader(cfg, flavor, cols, from, nopLog())
 	fail(r.StopAt(to))
 	m0 := machineCPU()
 	began := time.Now()
@@ -514,8 +543,10 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 	defer func() { _ = prof.Wait() }()
 	if profile {
 		prof.Go(func() error {
-			time.Sleep(500 * time.Millisecond)
-			out, err := exec.Command("curl", "-s", "-o", b.profile, "http://127.0.0.1:6061/debug/pprof/profile?seconds=5").CombinedOutput()
+			// 3 s from 0.3 s in: inside a drain of 500,000 rows or more
+			// here (the profile is lost when the publisher stops first).
+			time.Sleep(300 * time.Millisecond)
+			out, err := exec.Command("curl", "-sf", "-o", b.profile, "http://127.0.0.1:6061/debug/pprof/profile?seconds=3").CombinedOutput()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "bench: profile:", err, string(out))
 			}
@@ -882,9 +913,13 @@ func (b *bench) dispatcher(ctx context.Context) {
 func (b *bench) render(total time.Duration) string {
 	host, _ := os.Hostname()
 	var s strings.Builder
-	fmt.Fprintf(&s, "\n## Run %s\n\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&s, "Command: `make bench` (`go run ./bench -rows %d -convs %d -payload %d`). Machine: %s, %d cores (GOMAXPROCS %d), %s; MariaDB, Kafka, Redis and the publisher all on loopback. Total %s.\n\n",
-		b.rows, b.convs, b.payload, host, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), total.Round(time.Second))
+	only := ""
+	if b.drainOnly {
+		only = " -drain-only"
+	}
+	fmt.Fprintf(&s, "\n## Run %s (%s)\n\n", time.Now().UTC().Format(time.RFC3339), b.server)
+	fmt.Fprintf(&s, "Command: `make bench` (`go run ./bench -rows %d -convs %d -payload %d%s`). Machine: %s, %d cores (GOMAXPROCS %d), %s; %s, Kafka, Redis and the publisher all on loopback. Total %s.\n\n",
+		b.rows, b.convs, b.payload, only, host, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), b.server, total.Round(time.Second))
 	s.WriteString("| measure | result | notes |\n|---|---|---|\n")
 	for _, r := range b.results {
 		fmt.Fprintf(&s, "| %s | %s | %s |\n", r.name, r.value, r.note)

@@ -3,6 +3,7 @@ package binlog
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"strings"
@@ -384,5 +385,119 @@ func TestStateFakeRotateOnGTIDResume(t *testing.T) {
 		if txn, _ = st2.handle(e, e.Header); txn != nil && txn.End.GTIDSet != "0-1-4,2-1-10" {
 			t.Fatalf("multi-domain set %s, want 0-1-4,2-1-10", txn.End.GTIDSet)
 		}
+	}
+}
+
+// MySQL's GTID set at a file:pos: the file's Previous_gtids (several
+// UUIDs, newline-separated as SHOW BINLOG EVENTS prints them) plus the GTIDs
+// of the transactions starting before pos, tagged ones and compressed ones
+// (whose embedded events are listed at the payload's end) included.
+func TestMySQLGTIDSetAt(t *testing.T) {
+	const a, b = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4f22fb58-82db-22f2-af44-d91bb0530673"
+	cols := []string{"Log_name", "Pos", "Event_type", "Server_id", "End_log_pos", "Info"}
+	ev := func(pos uint64, typ string, end uint64, info string) []any {
+		return []any{"binlog.000007", pos, typ, uint64(1), end, info}
+	}
+	gtid := func(g string) string { return "SET @@SESSION.GTID_NEXT= '" + g + "'" }
+	rows := [][]any{
+		ev(4, "Format_desc", 127, "Server ver: 9.7.4, Binlog ver: 4"),
+		ev(127, "Previous_gtids", 198, a+":1-10,\n"+b+":1-3"),
+		ev(198, "Gtid", 277, gtid(a+":11")),
+		ev(277, "Query", 352, "BEGIN"),
+		ev(352, "Xid", 383, "COMMIT /* xid=1 */"),
+		ev(383, "Gtid_tagged_log_event", 467, gtid(a+":tenant_a:1")),
+		ev(467, "Query", 560, "CREATE TABLE t (a INT)"),
+		ev(560, "Gtid", 637, gtid(a+":12")),
+		ev(637, "Transaction_payload", 807, "compression='ZSTD', decompressed_size=184 bytes"),
+		ev(807, "Query", 807, "BEGIN"),
+		ev(807, "Write_rows", 807, "table_id: 269 flags: STMT_END_F"),
+		ev(807, "Xid", 807, "COMMIT /* xid=2 */"),
+		ev(807, "Gtid", 884, gtid(a+":13")),
+		ev(884, "Query", 959, "BEGIN"),
+		ev(959, "Xid", 990, "COMMIT /* xid=3 */"),
+	}
+	exec := fakeExec{fmt.Sprintf("SHOW BINLOG EVENTS IN 'binlog.000007' FROM 4 LIMIT %d", commitLookupBatch): result(t, cols, rows...)}
+	for _, c := range []struct {
+		pos  uint32
+		want string
+	}{
+		{4, ""},
+		{198, a + ":1-10," + b + ":1-3"},
+		{383, a + ":1-11," + b + ":1-3"},
+		{560, a + ":1-11:tenant_a:1," + b + ":1-3"},
+		{807, a + ":1-12:tenant_a:1," + b + ":1-3"}, // after the compressed transaction
+		{990, a + ":1-13:tenant_a:1," + b + ":1-3"}, // the end of the file
+	} {
+		got, err := mysqlGTIDSetAt(exec.exec, Position{File: "binlog.000007", Pos: c.pos})
+		if err != nil {
+			t.Fatalf("at %d: %v", c.pos, err)
+		}
+		want, _ := mysql.ParseMysqlGTIDSet(c.want)
+		if g, _ := mysql.ParseMysqlGTIDSet(got); (c.want == "" && got != "") || (c.want != "" && !g.Equal(want)) {
+			t.Errorf("at %d: %q, want %q", c.pos, got, c.want)
+		}
+	}
+	bad := fakeExec{fmt.Sprintf("SHOW BINLOG EVENTS IN 'binlog.000007' FROM 4 LIMIT %d", commitLookupBatch): result(t, cols, ev(4, "Gtid", 83, "SET @@SESSION.GTID_NEXT= garbled"))}
+	if _, err := mysqlGTIDSetAt(bad.exec, Position{File: "binlog.000007", Pos: 990}); err == nil || !strings.Contains(err.Error(), "no GTID in") {
+		t.Fatalf("a Gtid event without a GTID: %v", err)
+	}
+}
+
+// The commit of a transaction listed by MariaDB 11.4+ (binlog_legacy_event_pos
+// OFF: End_log_pos 0 inside the transaction), over more than one page of
+// SHOW BINLOG EVENTS: pages go on from the last event's Pos, and the
+// commit's own End_log_pos is the answer.
+func TestFindCommitZeroEndLogPos(t *testing.T) {
+	cols := []string{"Log_name", "Pos", "Event_type", "Server_id", "End_log_pos", "Info"}
+	ev := func(pos uint64, typ string, end uint64, info string) []any {
+		return []any{"mariadb-bin.000004", pos, typ, uint64(1), end, info}
+	}
+	const n = commitLookupBatch + 500 // rows events: the commit is on the second page
+	rows := [][]any{ev(344, "Gtid", 4096, "BEGIN GTID 0-1-21"), ev(4096, "Annotate_rows", 0, "INSERT ..."), ev(18882, "Table_map", 0, "table_id: 30")}
+	at := uint64(19147)
+	for range n {
+		rows = append(rows, ev(at, "Write_rows_v1", 0, "table_id: 30"))
+		at += 8166
+	}
+	commit := at
+	rows = append(rows, ev(commit, "Xid", commit+31, "COMMIT /* xid=2755 */"), ev(commit+31, "Rotate", commit+80, "mariadb-bin.000005;pos=4"))
+	exec := fakeExec{}
+	q := "SHOW BINLOG EVENTS IN 'mariadb-bin.000004' FROM %d LIMIT %d"
+	for i := 0; i < len(rows); i++ {
+		pos := rows[i][1].(uint64)
+		exec[fmt.Sprintf(q, pos, commitLookupBatch)] = result(t, cols, rows[i:min(i+commitLookupBatch, len(rows))]...)
+	}
+	got, err := findCommit(exec.exec, "mariadb-bin.000004", 344)
+	if err != nil || got != uint32(commit+31) {
+		t.Fatalf("findCommit = %d, %v; want %d", got, err, commit+31)
+	}
+}
+
+// MariaDB 11.4+ events inside a transaction carry end_log_pos 0 in the
+// stream; fillPos gives each the previous event's end plus its size, and
+// leaves artificial events and events outside a transaction alone.
+func TestFillPos(t *testing.T) {
+	st := &state{}
+	h := func(logPos, size uint32, flags uint16) *replication.EventHeader {
+		return &replication.EventHeader{LogPos: logPos, EventSize: size, Flags: flags}
+	}
+	fake := h(0, 40, replication.LOG_EVENT_ARTIFICIAL_F) // the rotate a dump starts with
+	st.fillPos(fake)
+	gtid := h(4096, 3752, 0)
+	st.fillPos(gtid)
+	st.inTxn = true
+	annotate, tm, rows := h(0, 14786, 0), h(0, 265, 0), h(0, 8166, 0)
+	for _, x := range []*replication.EventHeader{annotate, tm, rows} {
+		st.fillPos(x)
+	}
+	artificial := h(0, 30, replication.LOG_EVENT_ARTIFICIAL_F)
+	st.fillPos(artificial)
+	xid := h(27209+31, 31, 0)
+	st.fillPos(xid)
+	if fake.LogPos != 0 || annotate.LogPos != 18882 || tm.LogPos != 19147 || rows.LogPos != 27313 || artificial.LogPos != 0 || st.next != xid.LogPos {
+		t.Fatalf("positions %d %d %d %d %d, next %d", fake.LogPos, annotate.LogPos, tm.LogPos, rows.LogPos, artificial.LogPos, st.next)
+	}
+	if eventStart(rows) != 19147 {
+		t.Fatalf("rows event starts at %d, want 19147", eventStart(rows))
 	}
 }

@@ -149,11 +149,19 @@ func (s *Server) CheckPosition(p Position) error {
 		ErrPositionUnavailable, p.FilePos(), typ)
 }
 
-// GTIDSetAt returns the GTID set executed up to p's file:pos on MariaDB
-// (BINLOG_GTID_POS), "" on MySQL, which has no such function, or when the
-// server cannot tell.
+// GTIDSetAt returns the GTID set executed up to p's file:pos: on MariaDB
+// BINLOG_GTID_POS; on MySQL, which has no such function, the file's
+// Previous_gtids plus the GTID of every transaction that starts before pos
+// (mysqlGTIDSetAt); "" when the server cannot tell (MariaDB) or the
+// binlog holds no GTIDs (MySQL with gtid_mode OFF from the start).
 func (s *Server) GTIDSetAt(p Position) (string, error) {
-	if s.flavor != FlavorMariaDB || p.File == "" {
+	if p.File == "" {
+		return "", nil
+	}
+	if s.flavor == FlavorMySQL {
+		return mysqlGTIDSetAt(s.conn.Execute, p)
+	}
+	if s.flavor != FlavorMariaDB {
 		return "", nil
 	}
 	r, err := s.conn.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos)
@@ -162,6 +170,76 @@ func (s *Server) GTIDSetAt(p Position) (string, error) {
 	}
 	set, _ := r.GetString(0, 0)
 	return set, nil
+}
+
+// mysqlGTIDSetAt computes MySQL's GTID set at p by listing p's file with
+// SHOW BINLOG EVENTS (REPLICATION SLAVE) in batches of commitLookupBatch:
+// the Previous_gtids event (every GTID of the earlier files, and
+// gtid_purged) plus the GTID of each Gtid or Gtid_tagged_log_event
+// (uuid:tag:gno, MySQL 8.4+) that starts before p.Pos (MySQL manual,
+// "Replication Event Types"; a GTID precedes its transaction's events, a
+// compressed transaction's Transaction_payload included). It reads the
+// file up to p, one round trip per batch.
+func mysqlGTIDSetAt(exec func(string, ...any) (*mysql.Result, error), p Position) (string, error) {
+	set, err := mysql.ParseMysqlGTIDSet("")
+	if err != nil {
+		return "", err
+	}
+	q := "SHOW BINLOG EVENTS IN '" + strings.ReplaceAll(p.File, "'", "''") + "' FROM %d LIMIT %d"
+	for from := uint32(4); ; {
+		r, err := exec(fmt.Sprintf(q, from, commitLookupBatch))
+		if err != nil {
+			return "", fmt.Errorf("binlog: the GTID set at %s (SHOW BINLOG EVENTS from %d): %w", p.FilePos(), from, err)
+		}
+		next := from
+		for i := 0; i < r.RowNumber(); i++ {
+			at, _ := r.GetUintByName(i, "Pos")
+			if at >= uint64(p.Pos) {
+				return set.String(), nil
+			}
+			typ, _ := r.GetStringByName(i, "Event_type")
+			info, _ := r.GetStringByName(i, "Info")
+			switch typ {
+			case "Previous_gtids":
+				if prev := strings.TrimSpace(strings.ReplaceAll(info, "\n", "")); prev != "" {
+					ps, err := mysql.ParseMysqlGTIDSet(prev)
+					if err != nil {
+						return "", fmt.Errorf("binlog: the Previous_gtids of %s (%q): %w", p.File, info, err)
+					}
+					set = ps
+				}
+			case "Gtid", "Gtid_tagged_log_event":
+				g, ok := quotedGTID(info)
+				if !ok {
+					return "", fmt.Errorf("binlog: the %s event at %s:%d: no GTID in %q", typ, p.File, at, info)
+				}
+				if err := set.Update(g); err != nil {
+					return "", fmt.Errorf("binlog: the %s event at %s:%d: GTID %q: %w", typ, p.File, at, g, err)
+				}
+			}
+			// The events embedded in a Transaction_payload are listed
+			// after it with positions inside it: continue after the
+			// furthest end seen.
+			if end, _ := r.GetUintByName(i, "End_log_pos"); uint32(end) > next {
+				next = uint32(end)
+			}
+		}
+		if r.RowNumber() < commitLookupBatch || next == from {
+			return set.String(), nil // p is the end of the file
+		}
+		from = next
+	}
+}
+
+// quotedGTID returns the GTID of a Gtid event's Info, "SET
+// @@SESSION.GTID_NEXT= 'uuid[:tag]:gno'".
+func quotedGTID(info string) (string, bool) {
+	i := strings.IndexByte(info, '\'')
+	j := strings.LastIndexByte(info, '\'')
+	if i < 0 || j <= i+1 {
+		return "", false
+	}
+	return info[i+1 : j], true
 }
 
 // commitLookupBatch is how many events one SHOW BINLOG EVENTS of
@@ -175,29 +253,45 @@ const commitLookupBatch = 1000
 // transaction never spans files.
 func findCommit(exec func(string, ...any) (*mysql.Result, error), file string, start uint32) (uint32, error) {
 	q := "SHOW BINLOG EVENTS IN '" + strings.ReplaceAll(file, "'", "''") + "' FROM %d LIMIT %d"
-	from, first := start, true
+	// Pages go on from the start (Pos) of the last event listed, which the
+	// next page lists again first: MariaDB 11.4+ (binlog_legacy_event_pos
+	// OFF) lists End_log_pos 0 for the events inside a transaction.
+	from, first, again := start, true, false
 	for {
 		r, err := exec(fmt.Sprintf(q, from, commitLookupBatch))
 		if err != nil {
 			return 0, fmt.Errorf("binlog: look up the commit of the transaction at %s:%d: %w", file, start, err)
 		}
-		for i := 0; i < r.RowNumber(); i++ {
+		n := r.RowNumber()
+		for i := 0; i < n; i++ {
+			if i == 0 && again {
+				continue
+			}
 			typ, _ := r.GetStringByName(i, "Event_type")
 			info, _ := r.GetStringByName(i, "Info")
 			end, _ := r.GetUintByName(i, "End_log_pos")
 			switch {
-			case typ == "Xid" || typ == "XA_prepare":
-				return uint32(end), nil
-			case typ == "Query" && (strings.EqualFold(info, "COMMIT") || strings.EqualFold(info, "ROLLBACK")):
+			case typ == "Xid" || typ == "XA_prepare" || (typ == "Query" && (strings.EqualFold(info, "COMMIT") || strings.EqualFold(info, "ROLLBACK"))):
+				if end == 0 && i+1 < n {
+					end, _ = r.GetUintByName(i+1, "Pos") // the next event starts where it ends
+				}
+				if end == 0 {
+					return 0, fmt.Errorf("binlog: the commit event of the transaction at %s:%d lists no end position", file, start)
+				}
 				return uint32(end), nil
 			case !first && (typ == "Gtid" || typ == "Anonymous_Gtid" || typ == "Rotate" || typ == "Stop"):
-				return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event before the %s event ending at %d", file, start, typ, end)
+				at, _ := r.GetUintByName(i, "Pos")
+				return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event before the %s event at %d", file, start, typ, at)
 			}
 			first = false
-			from = uint32(end)
 		}
-		if r.RowNumber() < commitLookupBatch {
-			return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event in the file (it ends at %d)", file, start, from)
+		if n < commitLookupBatch {
+			return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event in the file", file, start)
 		}
+		last, _ := r.GetUintByName(n-1, "Pos")
+		if uint32(last) <= from && again {
+			return 0, fmt.Errorf("binlog: listing the events of %s from %d does not advance", file, from)
+		}
+		from, again = uint32(last), true
 	}
 }

@@ -79,7 +79,15 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err != nil {
 		return &PositionError{Pos: r.from, Err: err}
 	}
+	fill, err := r.omitsPositions(ctx)
+	if err != nil {
+		return &PositionError{Pos: r.from, Err: err}
+	}
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		// MariaDB 11.4+ writes end_log_pos 0 inside transactions: go-mysql
+		// then asks for the Annotate_rows events too (without them the
+		// events sent are not contiguous) and fills the positions in.
+		FillZeroLogPos:  fill,
 		ServerID:        sc.ServerID,
 		Flavor:          sc.Flavor,
 		Host:            sc.Host,
@@ -311,8 +319,15 @@ type state struct {
 	// commitUnknown: commitPos failed for the open transaction (warned once)
 	commitUnknown bool
 	events        []Event
-	columns       map[uint64]*columnMap // by table id
-	generic       map[uint64]*genMap    // by table id: mappings other than the im preset
+	// next is the end of the last event read that carried its position:
+	// where the next event of the file starts (fillPos).
+	next uint32
+	// lastEvents is the event count of the last transaction committed: the
+	// capacity events starts with (bounded by maxEventsHint), so that a
+	// transaction of many rows events does not regrow and copy its events.
+	lastEvents int
+	columns    map[uint64]*columnMap // by table id
+	generic    map[uint64]*genMap    // by table id: mappings other than the im preset
 	// chunk > 0 lets a transaction with more than chunk events (or
 	// chunkBytes payload bytes) go out in fragments (Txn.Partial) on
 	// ready, so that memory stays bounded; 0 keeps transactions whole.
@@ -343,11 +358,53 @@ func (st *state) resume() Position {
 	return st.pos
 }
 
+// omitsPositions reports whether the source writes events without their
+// end_log_pos: MariaDB 11.4+ with binlog_legacy_event_pos OFF (the
+// default). Servers without that variable (MySQL, older MariaDB) write
+// every position. Asked on a connection of its own.
+func (r *Reader) omitsPositions(ctx context.Context) (bool, error) {
+	if r.flavor != FlavorMariaDB {
+		return false, nil
+	}
+	c, err := Dial(ctx, r.cfg, "")
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	res, err := c.Execute("SELECT @@GLOBAL.binlog_legacy_event_pos")
+	if code(err) == codeUnknownSystemVariable {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("binlog: SELECT @@GLOBAL.binlog_legacy_event_pos: %w", err)
+	}
+	legacy, _ := res.GetInt(0, 0)
+	return legacy == 0, nil
+}
+
+// fillPos fills in the end_log_pos of an event inside a transaction that
+// the server wrote without it: MariaDB 11.4+ with binlog_legacy_event_pos
+// OFF (the default) writes 0 there for every event of a transaction but its
+// GTID and commit events (MariaDB KB, "binlog_legacy_event_pos"). The
+// events of a transaction follow each other in the file, so such an
+// event ends at the previous event's end plus its own size. Artificial
+// events (the rotate and format description a dump starts with) are not
+// in the file and keep 0.
+func (st *state) fillPos(h *replication.EventHeader) {
+	if h.LogPos == 0 && st.inTxn && st.next != 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
+		h.LogPos = st.next + h.EventSize
+	}
+	if h.LogPos != 0 {
+		st.next = h.LogPos
+	}
+}
+
 // handle consumes one event and returns a transaction when one completes.
 func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader) (*Txn, error) {
 	if st.file == "" {
 		st.file = st.pos.File
 	}
+	st.fillPos(h)
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		st.file = string(e.NextLogName)
@@ -568,6 +625,7 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 	}
 	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
 	txn := &Txn{Events: st.events, End: st.resume()}
+	st.lastEvents = len(st.events)
 	st.events, st.inTxn, st.gtid, st.bytes, st.body, st.xa = nil, false, "", 0, 0, false
 	st.txnStart, st.txnLen, st.commitAt, st.fromGTID, st.commitUnknown = 0, 0, Position{}, false, false
 	return txn
@@ -632,6 +690,9 @@ func (st *state) xaEnd(q []byte, h *replication.EventHeader) *Txn {
 	return st.commit(h)
 }
 
+// maxEventsHint bounds the capacity a transaction's events start with.
+const maxEventsHint = 4096
+
 func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) error {
 	at := Position{File: st.file, Pos: eventStart(h), GTID: st.gtid}
 	var names []string
@@ -647,6 +708,13 @@ func (st *state) rows(e *replication.RowsEvent, h *replication.EventHeader) erro
 			evs[i].Pos = at
 			evs[i].Table = tbl
 			st.bytes += len(evs[i].Payload)
+		}
+		if st.events == nil && st.lastEvents > len(evs) {
+			n := min(st.lastEvents, maxEventsHint)
+			if st.chunk > 0 {
+				n = min(n, st.chunk)
+			}
+			st.events = make([]Event, 0, max(n, len(evs)))
 		}
 		st.events = append(st.events, evs...)
 		return st.fragment()

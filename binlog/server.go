@@ -16,13 +16,14 @@ import (
 // MySQL/MariaDB error codes used in classification (MySQL manual, "Server
 // Error Message Reference").
 const (
-	codeAccessDenied       = 1045 // ER_ACCESS_DENIED_ERROR
-	codeTableAccessDenied  = 1142 // ER_TABLEACCESS_DENIED_ERROR
-	codeNoSuchTable        = 1146 // ER_NO_SUCH_TABLE
-	codeSpecificAccess     = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
-	codeParse              = 1064 // ER_PARSE_ERROR
-	codeMasterFatalReading = 1236 // ER_MASTER_FATAL_ERROR_READING_BINLOG
-	codeSlaveSameID        = 4052 // MariaDB ER_SLAVE_SAME_ID
+	codeAccessDenied          = 1045 // ER_ACCESS_DENIED_ERROR
+	codeTableAccessDenied     = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	codeNoSuchTable           = 1146 // ER_NO_SUCH_TABLE
+	codeSpecificAccess        = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+	codeParse                 = 1064 // ER_PARSE_ERROR
+	codeMasterFatalReading    = 1236 // ER_MASTER_FATAL_ERROR_READING_BINLOG
+	codeSlaveSameID           = 4052 // MariaDB ER_SLAVE_SAME_ID
+	codeUnknownSystemVariable = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE
 )
 
 // Server is a plain SQL connection to the source, used for start-up checks
@@ -324,6 +325,12 @@ func (s *Server) BinaryLogs() ([]string, error) {
 // (MySQL 8.4+, MariaDB 10.5.2+) or SHOW MASTER STATUS, with the server's
 // GTID set (Executed_Gtid_Set on MySQL, @@gtid_binlog_pos on MariaDB).
 func (s *Server) Latest() (Position, error) { return latest(s.conn.Execute, s.flavor) }
+
+// LatestOn is Latest on a connection of one's own (e.g. one holding a
+// snapshot under FLUSH TABLES WITH READ LOCK): exec is its Execute.
+func LatestOn(exec func(string, ...any) (*mysql.Result, error), flavor string) (Position, error) {
+	return latest(exec, flavor)
+}
 
 // latest is Latest over an Execute function (unit-tested with fakes).
 func latest(exec func(string, ...any) (*mysql.Result, error), flavor string) (Position, error) {

@@ -50,6 +50,7 @@ func (r *Reader) step(st *state, ev *replication.BinlogEvent) (*Txn, bool, error
 	// rotate event moves st.file on). Artificial events (the rotate and
 	// format description sent at the start of a dump, heartbeats of some
 	// servers) carry log_pos 0.
+	st.fillPos(ev.Header) // MariaDB 11.4+: positions inside a transaction
 	at := Position{File: cmp.Or(st.file, st.pos.File), Pos: ev.Header.LogPos}
 	txn, err := st.handle(ev, ev.Header)
 	if err != nil || r.stop == nil {

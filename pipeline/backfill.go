@@ -33,9 +33,6 @@ func (p *Publisher) backfill(ctx context.Context, srv *binlog.Server, cpw *check
 	if where == "" {
 		return binlog.Position{}, backfillError("source.backfill-where is empty: give the condition of the rows to publish, e.g. %s", binlog.DefaultBackfillWhere)
 	}
-	if srv.Flavor() != binlog.FlavorMariaDB {
-		return binlog.Position{}, backfillError("the backfill is implemented for MariaDB (binlog_snapshot_file/position); on MySQL see docs/operations.md (backfill on MySQL 8)")
-	}
 	if len(cfg.Source.Tables) > 0 {
 		return binlog.Position{}, backfillError("the backfill reads the one table of source.schema/source.table, not source.tables: backfill each table with its own configuration first, or start without it")
 	}
@@ -57,8 +54,10 @@ func (p *Publisher) backfill(ctx context.Context, srv *binlog.Server, cpw *check
 		}
 	}
 	at := snap.Pos()
-	if at.GTIDSet, err = srv.GTIDSetAt(at); err != nil {
-		return binlog.Position{}, err
+	if at.GTIDSet == "" { // MySQL's snapshot read Executed_Gtid_Set with the position
+		if at.GTIDSet, err = srv.GTIDSetAt(at); err != nil {
+			return binlog.Position{}, err
+		}
 	}
 	snap.SetPosition(at)
 	total, err := snap.Count()

@@ -167,9 +167,6 @@ func Run(ctx context.Context, cfg config.Config, o Options, log *zap.Logger) (*S
 		return sum, err
 	}
 	defer srv.Close()
-	if srv.Flavor() != binlog.FlavorMariaDB {
-		return sum, Failed{errors.New("prune is implemented for MariaDB (consistent snapshot with binlog_snapshot_file/position); see docs/operations.md")}
-	}
 	if (cp.ServerID != 0 && cp.ServerID != srv.ServerID()) || (cp.Flavor != "" && cp.Flavor != srv.Flavor()) {
 		return sum, Failed{fmt.Errorf("the checkpoint was written for server_id %d (%s), the source is server_id %d (%s): its position says nothing about this server's rows",
 			cp.ServerID, cp.Flavor, srv.ServerID(), srv.Flavor())}

@@ -11,3 +11,6 @@
 CREATE USER IF NOT EXISTS 'cdc_outbox'@'%' IDENTIFIED BY 'change-me';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'cdc_outbox'@'%';
 GRANT SELECT ON im.im_event_outbox TO 'cdc_outbox'@'%';
+-- Only for `run --backfill` and `prune`: their consistent snapshot reads the binlog position under
+-- FLUSH TABLES WITH READ LOCK (held for milliseconds), which needs RELOAD (or FLUSH_TABLES).
+-- GRANT RELOAD ON *.* TO 'cdc_outbox'@'%';

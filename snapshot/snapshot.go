@@ -41,36 +41,82 @@ type Snapshot struct {
 	tbl    *binlog.Table // a mapped table (SetTable); nil: the im columns
 }
 
-// Open starts a transaction WITH CONSISTENT SNAPSHOT and reads the
-// binlog position the snapshot is consistent with (MariaDB's
-// binlog_snapshot_file and binlog_snapshot_position status variables: every
-// transaction committed before that position is visible in the snapshot,
-// none after it).
+// Open starts a transaction WITH CONSISTENT SNAPSHOT and reads the binlog
+// position the snapshot is consistent with: every transaction committed
+// before that position is visible in the snapshot, none after it. The
+// statements are chosen by what the server offers, not by its version:
+//
+//   - binlog_snapshot_file and binlog_snapshot_position (session status of
+//     MariaDB and Percona Server): read inside the snapshot, no lock;
+//   - otherwise (MySQL) the way mysqldump --single-transaction
+//     --source-data does it: FLUSH TABLES WITH READ LOCK (commits wait),
+//     START TRANSACTION WITH CONSISTENT SNAPSHOT, SHOW BINARY LOG STATUS
+//     (or SHOW MASTER STATUS) for file, position and Executed_Gtid_Set,
+//     UNLOCK TABLES. The global read lock is held for milliseconds; it
+//     needs the RELOAD privilege, and waits at most lockWait for running
+//     statements (MySQL manual, "FLUSH Statement").
+//
+// Errors wrapping ErrSnapshot name the fix (log_bin off, RELOAD missing).
 func Open(ctx context.Context, cfg binlog.Config, where string) (*Snapshot, error) {
 	conn, err := binlog.Dial(ctx, cfg, cfg.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("backfill: connect to %s: %w", cfg.Addr, err)
 	}
 	s := &Snapshot{conn: conn, table: fmt.Sprintf("`%s`.`%s`", cfg.Schema, cfg.Table), where: where, out: make(chan binlog.Txn, max(cfg.TxnBuffer, 1))}
+	if err := s.begin(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	found, err := s.snapshotStatus()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if !found {
+		// No binlog_snapshot_* variables: take the pair under the
+		// global read lock.
+		if err := s.lockedBegin(cfg.User); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if s.pos.File == "" || s.pos.Pos < 4 {
+		s.Close()
+		return nil, snapshotError("the server reports no binlog snapshot position (file %q, position %d): is log_bin on?", s.pos.File, s.pos.Pos)
+	}
+	return s, nil
+}
+
+// lockWait bounds FLUSH TABLES WITH READ LOCK's wait for running
+// statements (lock_wait_timeout, seconds): writes queue behind it.
+const lockWait = 10
+
+// begin starts the snapshot transaction.
+func (s *Snapshot) begin() error {
 	for _, q := range []string{
 		"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
 		"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
 	} {
-		if _, err := conn.Execute(q); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("backfill: %s: %w", q, err)
+		if _, err := s.conn.Execute(q); err != nil {
+			return fmt.Errorf("backfill: %s: %w", q, err)
 		}
 	}
-	r, err := conn.Execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
+	return nil
+}
+
+// snapshotStatus reads binlog_snapshot_file/position into s.pos; found is
+// false when the server has no such variables.
+func (s *Snapshot) snapshotStatus() (found bool, err error) {
+	r, err := s.conn.Execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("backfill: SHOW STATUS LIKE 'binlog_snapshot_%%': %w", err)
+		return false, fmt.Errorf("backfill: SHOW STATUS LIKE 'binlog_snapshot_%%': %w", err)
 	}
 	for i := 0; i < r.RowNumber(); i++ {
 		k, _ := r.GetString(i, 0)
 		v, _ := r.GetString(i, 1)
 		switch strings.ToLower(k) {
 		case "binlog_snapshot_file":
+			found = true
 			s.pos.File = v
 		case "binlog_snapshot_position":
 			var n uint64
@@ -79,11 +125,38 @@ func Open(ctx context.Context, cfg binlog.Config, where string) (*Snapshot, erro
 			}
 		}
 	}
-	if s.pos.File == "" || s.pos.Pos < 4 {
-		s.Close()
-		return nil, snapshotError("the server reports no binlog snapshot position (binlog_snapshot_file %q, position %d): is log_bin on?", s.pos.File, s.pos.Pos)
+	return found, nil
+}
+
+// lockedBegin restarts the snapshot transaction under FLUSH TABLES WITH
+// READ LOCK and reads the binlog position and GTID set while commits
+// wait. The lock is released before it returns, whatever happened.
+func (s *Snapshot) lockedBegin(user string) error {
+	if _, err := s.conn.Execute("ROLLBACK"); err != nil {
+		return fmt.Errorf("backfill: ROLLBACK: %w", err)
 	}
-	return s, nil
+	if _, err := s.conn.Execute(fmt.Sprintf("SET SESSION lock_wait_timeout = %d", lockWait)); err != nil {
+		return fmt.Errorf("backfill: SET lock_wait_timeout: %w", err)
+	}
+	const ftwrl = "FLUSH TABLES WITH READ LOCK"
+	if _, err := s.conn.Execute(ftwrl); err != nil {
+		var me *mysql.MyError
+		switch {
+		case errors.As(err, &me) && (me.Code == 1227 || me.Code == 1044 || me.Code == 1045): // ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR
+			return snapshotError("%s: %v: this server has no binlog_snapshot_file/position, so the snapshot's binlog position is read under the global read lock (held for milliseconds): GRANT RELOAD ON *.* TO '%s' (or FLUSH_TABLES where the server has it; docs/operations.md)", ftwrl, err, user)
+		case errors.As(err, &me) && me.Code == 1205: // ER_LOCK_WAIT_TIMEOUT
+			return fmt.Errorf("backfill: %s: waited %d s for running statements (a long query or an open LOCK TABLES); try again at a quieter time: %w", ftwrl, lockWait, err)
+		}
+		return fmt.Errorf("backfill: %s: %w", ftwrl, err)
+	}
+	err := s.begin()
+	if err == nil {
+		s.pos, err = binlog.LatestOn(s.conn.Execute, binlog.FlavorMySQL)
+	}
+	if _, uerr := s.conn.Execute("UNLOCK TABLES"); uerr != nil && err == nil {
+		err = fmt.Errorf("backfill: UNLOCK TABLES: %w", uerr)
+	}
+	return err
 }
 
 // Close ends the snapshot and closes the connection; safe to call twice.

@@ -16,6 +16,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
+	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
 // seedOutbox inserts n outbox rows over convs conversations (base+1 …
@@ -109,7 +110,6 @@ func (e *env) readTopic(want int, timeout time.Duration) []verify.Record {
 // the binlog, never both), then new rows stream; per conversation, in id
 // order, backfill records before binlog records.
 func TestBackfill(t *testing.T) {
-	onlyMariaDB(t, "--backfill refuses MySQL today (issue 13 item 6)")
 	e := newEnv(t)
 	unsent := e.seedOutbox(0, 50, 20000)
 	seeded := e.idsAfter(0)
@@ -248,7 +248,6 @@ func (e *env) outboxIDs() map[uint64]bool {
 // (publisher stopped, rows inserted, prune: they stay), never recent ones;
 // once the publisher caught up, they go too.
 func TestPrune(t *testing.T) {
-	onlyMariaDB(t, "prune refuses MySQL today (issue 13 item 6)")
 	e := newEnv(t)
 	if code, out := e.runPrune("--older-than", "7d"); code != 1 || !strings.Contains(out, "no checkpoint") {
 		t.Fatalf("prune without a checkpoint: exit %d\n%s", code, out)
@@ -323,4 +322,118 @@ func TestPrune(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "deleted      40 rows") || len(e.outboxIDs()) != 50 {
 		t.Fatalf("prune after catching up: exit %d, %d rows left (want 50)\n%s", code, len(e.outboxIDs()), out)
 	}
+}
+
+// The backfill in GTID mode: the first checkpoint carries the GTID set the
+// snapshot is consistent with (MySQL: Executed_Gtid_Set read under FLUSH
+// TABLES WITH READ LOCK; MariaDB: BINLOG_GTID_POS at binlog_snapshot_*), so
+// that the stream after it and a restart in GTID mode publish every later
+// row exactly once. On MySQL a user without RELOAD is refused with the
+// GRANT to give (MariaDB needs no lock: nothing to refuse there).
+func TestBackfillGTIDMode(t *testing.T) {
+	e := newEnv(t)
+	e.positionMode = "gtid"
+	unsent := e.seedOutbox(7000, 30, 3000)
+	seeded := e.idsAfter(0)
+	maxSeeded := seeded[len(seeded)-1]
+
+	if isMySQL() {
+		user := "bf_" + runID
+		c := e.sql()
+		for _, q := range []string{
+			"DROP USER IF EXISTS '" + user + "'@'%'",
+			"CREATE USER '" + user + "'@'%' IDENTIFIED BY 'pw'",
+			"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '" + user + "'@'%'",
+			"GRANT SELECT ON " + mysqlDB + "." + e.outbox + " TO '" + user + "'@'%'",
+		} {
+			if _, err := c.Execute(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		t.Cleanup(func() { c.Execute("DROP USER IF EXISTS '" + user + "'@'%'"); c.Close() })
+		out, code := e.cli([]string{"CDC_OUTBOX_SOURCE_USER=" + user, "CDC_OUTBOX_SOURCE_PASSWORD=pw"}, "run", "--backfill")
+		if code != 1 || !strings.Contains(out, "GRANT RELOAD ON *.*") || !strings.Contains(out, "FLUSH TABLES WITH READ LOCK") {
+			t.Fatalf("--backfill on MySQL without RELOAD: exit %d, want 1 naming GRANT RELOAD:\n%s", code, out)
+		}
+		if cp := e.checkpoint(); cp != nil {
+			t.Fatalf("a refused backfill stored a checkpoint: %+v", cp)
+		}
+	}
+
+	before := e.binlogEnd() // nothing is written between here and the snapshot
+	p := e.start("--backfill")
+	if !logHas(p.log, "backfill done") {
+		t.Fatal("no 'backfill done' in the log")
+	}
+	cp := e.checkpoint()
+	if cp == nil || cp.File != before.File || cp.Pos != before.Pos || cp.GTIDSet == "" || !sameGTIDSet(t, cp.GTIDSet, before.GTIDSet) {
+		t.Fatalf("checkpoint after the backfill %+v, want %s:%d with the GTID set %q", cp, before.File, before.Pos, before.GTIDSet)
+	}
+	w := e.writer()
+	if err := produce(w, workload.Generate(51, 7100, 10, 500, 1, 20, 50)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]bool{}
+	for id := range unsent {
+		want[id] = true
+	}
+	for _, id := range e.idsAfter(maxSeeded) {
+		want[id] = true
+	}
+	e.readTopic(len(want), time.Minute)
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	// Stopped: more rows; the restart resumes by GTID set.
+	if err := produce(w, workload.Generate(52, 7200, 10, 500, 1, 20, 50)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range e.idsAfter(maxSeeded) {
+		want[id] = true
+	}
+	p = e.start()
+	recs := e.readTopic(len(want), time.Minute)
+	count := map[uint64]int{}
+	for _, r := range recs {
+		id, _ := strconv.ParseUint(r.EventID, 10, 64)
+		count[id]++
+	}
+	missing, doubled, extra := 0, 0, 0
+	for id := range want {
+		switch count[id] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			doubled++
+		}
+	}
+	for id := range count {
+		if !want[id] {
+			extra++
+		}
+	}
+	if missing > 0 || doubled > 0 || extra > 0 {
+		t.Fatalf("backfill then GTID-mode stream and restart: missing %d, doubled %d, not wanted %d (of %d)", missing, doubled, extra, len(want))
+	}
+	t.Logf("%d events exactly once (backfill %d, then the binlog); first checkpoint %s:%d gtid %s", len(want), len(unsent), cp.File, cp.Pos, cp.GTIDSet)
+}
+
+// sameGTIDSet reports whether two GTID sets of the stack's flavour are
+// equal (MySQL: the same intervals, however spelled).
+func sameGTIDSet(t *testing.T, a, b string) bool {
+	t.Helper()
+	fl := mysql.MariaDBFlavor
+	if isMySQL() {
+		fl = mysql.MySQLFlavor
+	}
+	ga, err := mysql.ParseGTIDSet(fl, a)
+	if err != nil {
+		t.Fatalf("GTID set %q: %v", a, err)
+	}
+	gb, err := mysql.ParseGTIDSet(fl, b)
+	if err != nil {
+		t.Fatalf("GTID set %q: %v", b, err)
+	}
+	return ga.Equal(gb)
 }

@@ -33,6 +33,14 @@ func (e *env) insertRaw(rows []string) (end filePos, gtid string) {
 			e.t.Fatalf("%.200s: %v", s, err)
 		}
 	}
+	var before string // MySQL: the executed set, to name the transaction's own GTID
+	if isMySQL() {
+		r, err := binlogStatus(c)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		before, _ = r.GetStringByName(0, "Executed_Gtid_Set")
+	}
 	q("BEGIN")
 	for len(rows) > 0 {
 		n := min(len(rows), 500)
@@ -41,14 +49,23 @@ func (e *env) insertRaw(rows []string) (end filePos, gtid string) {
 		rows = rows[n:]
 	}
 	q("COMMIT")
-	r, err := c.Execute("SELECT @@last_gtid")
+	r, err := binlogStatus(c)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	gtid, _ = r.GetString(0, 0)
-	r, err = c.Execute("SHOW MASTER STATUS")
-	if err != nil {
-		e.t.Fatal(err)
+	if isMySQL() {
+		after, _ := r.GetStringByName(0, "Executed_Gtid_Set")
+		g, err := c.Execute("SELECT GTID_SUBTRACT(?, ?)", after, before)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		gtid, _ = g.GetString(0, 0)
+	} else {
+		g, err := c.Execute("SELECT @@last_gtid")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		gtid, _ = g.GetString(0, 0)
 	}
 	f, _ := r.GetString(0, 0)
 	p, _ := r.GetUint(0, 1)

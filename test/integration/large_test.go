@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
@@ -43,12 +45,25 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 	p := e.start()
 	plan := workload.Generate(1000, 0, 500, 200000, 200000, 200000, 1000)
 	w := e.writer()
-	_, startPos := e.masterPos()
+	f, pos := e.masterPos()
+	start := binlog.Position{File: f, Pos: pos}
 	if err := w.Txn(plan.Txns[0], false); err != nil {
 		t.Fatal(err)
 	}
-	_, endPos := e.masterPos()
+	f, pos = e.masterPos()
+	after := binlog.Position{File: f, Pos: pos}
+	first := p
 
+	// The transaction's end, as its records name it (binlog_txn_end):
+	// after its start, at or before the binlog's end after it. That is
+	// not always the binlog's end: MariaDB 11.7+ writes a transaction
+	// above binlog_large_commit_threshold into a binlog file of its own
+	// (its events without end_log_pos) and rotates after it.
+	var end binlog.Position
+	begin := start // where the transaction's first event starts
+	inside := func(cp *checkpoint.Checkpoint) bool {
+		return cp != nil && end.File != "" && binlog.ComparePos(cp.Position(), begin) > 0 && binlog.ComparePos(cp.Position(), end) < 0
+	}
 	// Watch the checkpoint while the transaction is published; kill the
 	// publisher once part of it is out.
 	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
@@ -59,8 +74,24 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 		}
 		recs, _ := cons.Poll(t.Context())
 		seen += len(recs)
-		if cp := e.checkpoint(); cp != nil && cp.Pos > startPos && cp.Pos < endPos {
-			t.Fatalf("checkpoint %d inside the transaction (%d, %d)", cp.Pos, startPos, endPos)
+		for _, r := range recs {
+			if end.File == "" {
+				fp := parseFilePos(t, r.Headers["binlog_txn_end"])
+				end = binlog.Position{File: fp.file, Pos: fp.pos}
+				if binlog.ComparePos(end, start) <= 0 || binlog.ComparePos(end, after) > 0 {
+					t.Fatalf("record %s: binlog_txn_end %s, want the transaction's own end, after its start %s and at or before %s",
+						r.EventID, end.FilePos(), start.FilePos(), after.FilePos())
+				}
+				if end.File != start.File {
+					begin = e.firstGTID(end.File)
+				}
+			}
+			if got := r.Headers["binlog_txn_end"]; got != end.FilePos() {
+				t.Fatalf("record %s: binlog_txn_end %s, the first record's was %s", r.EventID, got, end.FilePos())
+			}
+		}
+		if cp := e.checkpoint(); inside(cp) {
+			t.Fatalf("checkpoint %s inside the transaction (%s, %s)", cp.Position().FilePos(), begin.FilePos(), end.FilePos())
 		}
 	}
 	rss := peakRSS(t, p.cmd.Process.Pid)
@@ -69,29 +100,50 @@ func TestLargeTransactionBoundedMemory(t *testing.T) {
 		t.Fatalf("peak RSS %d MB: memory not bounded", rss>>20)
 	}
 	p.kill(t)
-	if cp := e.checkpoint(); cp != nil && cp.Pos > startPos && cp.Pos < endPos {
-		t.Fatalf("checkpoint %d inside the transaction (%d, %d)", cp.Pos, startPos, endPos)
+	if logHas(first.log, "cannot be looked up") {
+		t.Error("the end of the large transaction could not be looked up")
+	}
+	if cp := e.checkpoint(); inside(cp) {
+		t.Fatalf("checkpoint %s inside the transaction (%s, %s)", cp.Position().FilePos(), begin.FilePos(), end.FilePos())
 	}
 	p = e.start()
 	rep := e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 5*time.Minute)
 	requireOK(t, rep)
-	t.Logf("after SIGKILL inside the transaction: %s", rep.String())
+	t.Logf("after SIGKILL inside the transaction: %s; the transaction %s – %s", rep.String(), begin.FilePos(), end.FilePos())
 	rss = peakRSS(t, p.cmd.Process.Pid)
 	t.Logf("peak RSS of the restarted publisher: %.1f MB", float64(rss)/(1<<20))
 	if rss > 160<<20 {
 		t.Fatalf("peak RSS %d MB after restart", rss>>20)
 	}
-	if cp := e.checkpoint(); cp == nil || cp.Pos < endPos {
-		// The final checkpoint write happens within the interval.
-		deadline := time.Now().Add(10 * time.Second)
-		for cp == nil || cp.Pos < endPos {
-			if time.Now().After(deadline) {
-				t.Fatalf("checkpoint %+v never reached the transaction's end %d", cp, endPos)
-			}
-			time.Sleep(50 * time.Millisecond)
-			cp = e.checkpoint()
+	// The final checkpoint write happens within the interval.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		cp := e.checkpoint()
+		if cp != nil && binlog.ComparePos(cp.Position(), end) >= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint %+v never reached the transaction's end %s", cp, end.FilePos())
 		}
 	}
+}
+
+// firstGTID returns where the first GTID event of a binlog file starts.
+func (e *env) firstGTID(file string) binlog.Position {
+	e.t.Helper()
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' LIMIT 10", file))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i < r.RowNumber(); i++ {
+		if typ, _ := r.GetStringByName(i, "Event_type"); strings.Contains(typ, "Gtid") && typ != "Gtid_list" && typ != "Previous_gtids" {
+			pos, _ := r.GetUintByName(i, "Pos")
+			return binlog.Position{File: file, Pos: uint32(pos)}
+		}
+	}
+	e.t.Fatalf("no GTID event among the first events of %s", file)
+	return binlog.Position{}
 }
 
 // One row with a 16 MB payload (the broker accepts 16 MiB records, the

@@ -179,7 +179,6 @@ func TestMappingGenericVerify(t *testing.T) {
 // column and their age by the preset's create_time column, and deletes
 // only the old ones.
 func TestMappingGenericBackfillPrune(t *testing.T) {
-	onlyMariaDB(t, "--backfill and prune refuse MySQL today (issue 13 item 6)")
 	e := newEnv(t)
 	table := "gbp_" + e.name
 	agg := "bfp" + runID

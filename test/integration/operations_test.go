@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,15 +138,17 @@ func TestCheckpointCommands(t *testing.T) {
 	}
 
 	// A valid position: the binlog end right now (a transaction boundary).
-	file, pos := e.masterPos()
+	end := e.binlogEnd()
+	file, pos := end.File, end.Pos
 	out, code = e.cli(nil, "checkpoint", "set", fmt.Sprintf("%s:%d", file, pos))
 	if code != 0 || !strings.Contains(out, "old:") || !strings.Contains(out, fmt.Sprintf("position    %s:%d", cp.File, cp.Pos)) ||
 		!strings.Contains(out, fmt.Sprintf("position    %s:%d", file, pos)) {
 		t.Fatalf("set: exit %d", code)
 	}
-	// the GTID set there comes from BINLOG_GTID_POS, which MySQL lacks
-	if now := e.checkpoint(); now == nil || now.File != file || now.Pos != pos || (now.GTIDSet == "") != isMySQL() || now.Partitions[e.topic] != partitions {
-		t.Fatalf("after set: %+v", now)
+	// with the GTID set there (MariaDB: BINLOG_GTID_POS; MySQL: the file's
+	// Previous_gtids and its GTIDs up to pos), equal to the server's
+	if now := e.checkpoint(); now == nil || now.File != file || now.Pos != pos || now.GTIDSet == "" || !sameGTIDSet(t, now.GTIDSet, end.GTIDSet) || now.Partitions[e.topic] != partitions {
+		t.Fatalf("after set: %+v, want the GTID set %q", now, end.GTIDSet)
 	}
 
 	// While the publisher runs (its server_id is registered): refused
@@ -175,6 +178,63 @@ func TestCheckpointCommands(t *testing.T) {
 	if _, code = e.cli(nil, "status"); code != 1 {
 		t.Fatalf("status without checkpoint: exit %d, want 1", code)
 	}
+}
+
+// checkpoint set <file>:<pos> in the middle of a binlog file, then a run in
+// GTID mode: the stored GTID set is the server's at that position (MySQL:
+// computed from the file's Previous_gtids and its GTIDs up to pos, a
+// tagged one among them), so the run publishes exactly the rows after the
+// position: none before it again, none after it skipped.
+func TestCheckpointCommandsGTIDMode(t *testing.T) {
+	e := newEnv(t)
+	e.positionMode = "gtid"
+	w := e.writer()
+	if err := produce(w, workload.Generate(61, 0, 10, 200, 1, 20, 50)); err != nil {
+		t.Fatal(err)
+	}
+	if isMySQL() {
+		// a tagged GTID (MySQL 8.4+) before the position
+		c := e.sql()
+		for _, q := range []string{"SET gtid_next='AUTOMATIC:cdc_it'", "CREATE TABLE IF NOT EXISTS tg_" + runID + " (a INT)", "SET gtid_next='AUTOMATIC'"} {
+			if _, err := c.Execute(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		t.Cleanup(func() { c.Execute("DROP TABLE IF EXISTS tg_" + runID); c.Close() })
+	}
+	at := e.binlogEnd()
+	before := e.idsAfter(0)
+	if err := produce(w, workload.Generate(62, 100, 10, 300, 1, 20, 50)); err != nil {
+		t.Fatal(err)
+	}
+	want := e.idsAfter(before[len(before)-1])
+	out, code := e.cli(nil, "checkpoint", "set", fmt.Sprintf("%s:%d", at.File, at.Pos))
+	cp := e.checkpoint()
+	if code != 0 || cp == nil || cp.File != at.File || cp.Pos != at.Pos || cp.GTIDSet == "" || !sameGTIDSet(t, cp.GTIDSet, at.GTIDSet) {
+		t.Fatalf("checkpoint set %s:%d: exit %d, stored %+v, want the GTID set %q\n%s", at.File, at.Pos, code, cp, at.GTIDSet, out)
+	}
+	p := e.start()
+	if !logHas(p.log, `"mode":"gtid"`) {
+		t.Fatal("the run does not stream in GTID mode")
+	}
+	recs := e.readTopic(len(want), time.Minute)
+	count := map[string]int{}
+	for _, r := range recs {
+		count[r.EventID]++
+	}
+	wanted := map[string]bool{}
+	for _, id := range want {
+		wanted[strconv.FormatUint(id, 10)] = true
+		if n := count[strconv.FormatUint(id, 10)]; n != 1 {
+			t.Errorf("row %d after the position published %d times, want once", id, n)
+		}
+	}
+	for id := range count {
+		if !wanted[id] {
+			t.Errorf("row %s, before the position, published again", id)
+		}
+	}
+	t.Logf("checkpoint set %s:%d stored GTID set %s; %d rows after it published once", at.File, at.Pos, cp.GTIDSet, len(want))
 }
 
 // check passes on a good setup and names the fix for a missing topic and

@@ -22,7 +22,6 @@ import (
 // acknowledged count it logs is exactly what the topic holds, and nothing
 // is stored as the checkpoint (the next start backfills again).
 func TestBackfillSignalDrains(t *testing.T) {
-	onlyMariaDB(t, "--backfill refuses MySQL today (issue 13 item 6)")
 	e := newEnv(t)
 	e.batchSize = 20                            // small rounds: the backfill lasts long enough to be interrupted
 	e.sourceExtra = "  buffer-bytes: 1048576\n" // and reads little ahead of the acknowledgements
