@@ -232,7 +232,7 @@ func TestMappingShardedIM(t *testing.T) {
 		}
 		missing := ""
 		for tb, n := range perTable {
-			if want := fmt.Sprintf(`cdc_outbox_records_produced_total{table="%s.%s",topic=%q} %d`, mysqlDB, tb, e.topic, n); !strings.Contains(body, want+"\n") {
+			if want := fmt.Sprintf(`cdc_outbox_records_produced_total{source="default",table="%s.%s",topic=%q} %d`, mysqlDB, tb, e.topic, n); !strings.Contains(body, want+"\n") {
 				missing = want
 			}
 		}

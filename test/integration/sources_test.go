@@ -109,7 +109,7 @@ func TestSourcesCommands(t *testing.T) {
 		}
 	}
 
-	want := fmt.Sprintf(`cdc_outbox_records_produced_total{source="s0",topic=%q} %d`, e.topic, plan.Total)
+	want := fmt.Sprintf(`cdc_outbox_records_produced_total{source="s0",table="%s.%s",topic=%q} %d`, mysqlDB, e.outbox, e.topic, plan.Total)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		_, body := httpGet(metrics, "/metrics")
 		if strings.Contains(body, want+"\n") && strings.Contains(body, `cdc_outbox_source_connected{source="s0"} 1`) {
