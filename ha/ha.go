@@ -52,7 +52,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) 
 	}
 	m := NewMetrics(opts.Registerer)
 	ps := cfg.Pipelines()
-	s := &supervisor{cfg: cfg, opts: opts, log: log.Named("ha"), m: m, sources: len(ps), alive: 1}
+	s := newSupervisor(cfg, opts, log, m, len(ps))
 	if !cfg.HA.Enabled {
 		return s.unfenced(ctx, ps)
 	}
@@ -104,7 +104,8 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) 
 type supervisor struct {
 	cfg  config.Config
 	opts Options
-	log  *zap.Logger
+	log  *zap.Logger // Named("ha"): the supervisor's own lifecycle
+	root *zap.Logger // Run's logger, unnamed: the publishers' (publisherLog)
 	m    *Metrics
 
 	// previous: the id of this instance's previous process (dead), whose
@@ -259,7 +260,7 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 		// The series of a source are the owner's: a standby exposes none.
 		defer f.Forget()
 	}
-	pub := pipeline.NewPublisher(cfg, opts, obs, log)
+	pub := pipeline.NewPublisher(cfg, opts, obs, s.publisherLog(p.Name))
 	tctx, handover := context.WithCancel(ctx)
 	defer handover()
 	var g errgroup.Group
@@ -323,6 +324,20 @@ func PublisherOptions(o pipeline.Options, startSource, name string) pipeline.Opt
 	return o
 }
 
+// newSupervisor returns the supervisor of n sources, logging through log.
+func newSupervisor(cfg config.Config, opts Options, log *zap.Logger, m *Metrics, n int) *supervisor {
+	return &supervisor{cfg: cfg, opts: opts, log: log.Named("ha"), root: log, m: m, sources: n, alive: 1}
+}
+
+// publisherLog is the logger of source name's Publisher: Run's logger
+// with the source field only. The publisher names its own stages (binlog,
+// sink, checkpoint) and adds the checkpoint key where it matters, so
+// neither the "ha" name nor the key of the supervisor's per-source logger
+// is passed on (zap would repeat a field given twice).
+func (s *supervisor) publisherLog(name string) *zap.Logger {
+	return s.root.With(zap.String("source", name))
+}
+
 // observer returns source name's observer (nil: none).
 func (s *supervisor) observer(name string) pipeline.Observer {
 	if s.opts.Observer == nil {
@@ -339,7 +354,7 @@ func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 		g.Go(func() error {
 			log := s.log.With(zap.String("source", p.Name))
 			opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
-			if err := pipeline.NewPublisher(p.Config, opts, s.observer(p.Name), log).Run(ctx); err != nil {
+			if err := pipeline.NewPublisher(p.Config, opts, s.observer(p.Name), s.publisherLog(p.Name)).Run(ctx); err != nil {
 				if len(ps) > 1 {
 					log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 				}

@@ -3,7 +3,10 @@ package ha
 import (
 	"testing"
 
+	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // run's start options go to the source they name only; without a name
@@ -21,6 +24,37 @@ func TestPublisherOptions(t *testing.T) {
 		}
 		if got.Version != "v1" {
 			t.Errorf("PublisherOptions dropped Version")
+		}
+	}
+}
+
+// The publisher's log entries carry the source once and the checkpoint key
+// only where the publisher adds it, under the publisher's own stage names
+// (not "ha.binlog"): zap repeats a field given twice, and JSON readers then
+// keep one of the two at random.
+func TestPublisherLogFields(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	s := newSupervisor(config.Config{}, Options{}, zap.New(core), nil, 1)
+	s.publisherLog("shard1").Info("resuming from checkpoint", zap.String("key", "cdc-outbox:checkpoint:shard1"))
+	s.publisherLog("shard1").Named("binlog").Info("streaming binlog")
+	all := logs.All()
+	if len(all) != 2 {
+		t.Fatalf("got %d entries, want 2", len(all))
+	}
+	for i, wantName := range []string{"", "binlog"} {
+		e := all[i]
+		if e.LoggerName != wantName {
+			t.Errorf("%q: logger name %q, want %q", e.Message, e.LoggerName, wantName)
+		}
+		count := map[string]int{}
+		for _, f := range e.Context {
+			count[f.Key]++
+		}
+		if count["source"] != 1 || e.ContextMap()["source"] != "shard1" {
+			t.Errorf("%q: fields %v, want source=shard1 once", e.Message, e.ContextMap())
+		}
+		if wantKey := map[int]int{0: 1, 1: 0}[i]; count["key"] != wantKey {
+			t.Errorf("%q: the key field %d times, want %d", e.Message, count["key"], wantKey)
 		}
 	}
 }

@@ -185,7 +185,7 @@ func (p *Publisher) run(ctx context.Context) error {
 	cfg := p.cfg
 	src := cfg.Source.Redacted()
 	p.log.Info("starting", zap.String("version", p.opts.Version),
-		zap.String("source", src.Addr), zap.String("user", src.User), zap.Uint32("server_id", src.ServerID),
+		zap.String("addr", src.Addr), zap.String("user", src.User), zap.Uint32("server_id", src.ServerID),
 		zap.String("table", src.Schema+"."+src.Table), zap.String("position_mode", src.PositionMode), zap.String("start", src.Start),
 		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
 		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr),

@@ -37,6 +37,10 @@ export CDC_OUTBOX_CHECKPOINT_ADDR="$CDC_REDIS_ADDR"
 export CDC_OUTBOX_ROUTER_TOPIC="$TOPIC"
 export CDC_OUTBOX_CHECKPOINT_KEY="$KEY"
 export CDC_OUTBOX_LOG_FORMAT=console
+# This host's own instance file (ha.instance-file): the publisher restarted
+# after the kill -9 below takes its dead predecessor's lease at once instead
+# of standing by until ha.lease-ttl expires.
+export CDC_OUTBOX_HA_INSTANCE_FILE="$WORK/instance"
 
 PUB=""
 start_publisher() { # $1 = log file
@@ -76,7 +80,7 @@ sleep 1
 
 say "7. Restart cdc-outbox: it resumes from the Redis checkpoint"
 start_publisher "$WORK/publisher-2.log"
-grep -E "resuming from checkpoint" "$WORK/publisher-2.log" | sed 's/^/  /'
+grep -E "instance file: taking over|resuming from checkpoint" "$WORK/publisher-2.log" | sed 's/^/  /'
 
 wait "$PROD"
 status=0
