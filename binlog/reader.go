@@ -32,6 +32,7 @@ type Reader struct {
 	tables *TableSet
 	budget *Budget
 	obs    Observer
+	files  FileObserver
 	// noRows: rows events are not decoded and no Event is produced, only
 	// transactions and their positions (PositionAt's scan).
 	noRows bool
@@ -203,6 +204,9 @@ func (r *Reader) Run(ctx context.Context) error {
 		if err != nil {
 			return &PositionError{Pos: st.resume(), Err: err}
 		}
+		if r.files != nil && ev.Header.EventType == replication.FORMAT_DESCRIPTION_EVENT && ev.Header.Timestamp > 0 && st.pos.File != "" {
+			r.files.FileStarted(st.pos.File, time.Unix(int64(ev.Header.Timestamp), 0))
+		}
 		for _, frag := range st.ready {
 			if !r.send(ctx, frag) {
 				return nil
@@ -287,6 +291,18 @@ type Observer interface {
 
 // SetObserver makes the reader report to o. Call it before Run.
 func (r *Reader) SetObserver(o Observer) { r.obs = o }
+
+// FileObserver learns when each binlog file the reader reads was opened
+// by the server (its Format_description event's timestamp, 1 s
+// resolution; the server sends it also when a dump starts inside the
+// file): the age of the checkpoint's file for the retention headroom.
+// Calls come from Run's goroutine and must not block.
+type FileObserver interface {
+	FileStarted(file string, at time.Time)
+}
+
+// SetFileObserver sets the FileObserver. Call it before Run.
+func (r *Reader) SetFileObserver(o FileObserver) { r.files = o }
 
 func isHeartbeat(t replication.EventType) bool {
 	return t == replication.HEARTBEAT_EVENT || t == replication.HEARTBEAT_LOG_EVENT_V2

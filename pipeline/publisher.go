@@ -41,6 +41,10 @@ type Observer interface {
 	SeedCommitTime(t time.Time)
 	// SetBytesBehind: binlog bytes from the resume position to the end.
 	SetBytesBehind(n int64)
+	// SetRetentionHeadroom: binlog bytes from the start of the oldest
+	// file kept to the checkpoint, and the time until the server's expiry
+	// may purge the checkpoint's file (< 0: unknown).
+	SetRetentionHeadroom(bytes int64, d time.Duration)
 	// SetTables, InitTopics and SetDeadLetterTopic name the outbox tables
 	// ("schema.table") and the topics known at start, so that their series
 	// exist at 0.
@@ -401,6 +405,14 @@ func (g *progress) Idle(at binlog.Position) {
 	g.p.tick()
 }
 
+// caughtUp reports whether everything the reader read up to its last
+// heartbeat is acknowledged.
+func (g *progress) caughtUp() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.idle.IsZero() && binlog.ComparePos(g.acked, g.idle) >= 0
+}
+
 func (g *progress) ack(a sink.Ack) {
 	g.mu.Lock()
 	g.acked = a.End
@@ -568,10 +580,17 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)
 	committer.SetObserver(p.obs)
 	prog := &progress{p: p, acked: saved}
+	files := &fileTimes{}
+	mctx, stopMeasure := context.WithCancel(ctx)
+	var measuring errgroup.Group
 	if r, ok := src.(*binlog.Reader); ok {
 		r.SetObserver(prog)
+		r.SetFileObserver(files)
+		measuring.Go(func() error { p.measure(mctx, committer, prog, files); return nil })
 	}
 	err := Run(ctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
+	stopMeasure()
+	_ = measuring.Wait()
 	p.resume = committer.Acked()
 	p.deadLettered += writer.DeadLettered()
 	// Topics first written during this run (a template topic's new event
@@ -680,6 +699,7 @@ func (nopObserver) PurgedSkip() uint64                             { return 0 }
 func (nopObserver) SourceState(bool, bool)                         {}
 func (nopObserver) SeedCommitTime(time.Time)                       {}
 func (nopObserver) SetBytesBehind(int64)                           {}
+func (nopObserver) SetRetentionHeadroom(int64, time.Duration)      {}
 func (nopObserver) InitTopics(...string)                           {}
 func (nopObserver) SetTables(...string)                            {}
 func (nopObserver) SetDeadLetterTopic(string)                      {}

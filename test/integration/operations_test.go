@@ -507,6 +507,19 @@ func TestMetricsEndpoint(t *testing.T) {
 	if code, b := get("/status"); code != http.StatusOK || !strings.Contains(b, `"key": "`+e.key+`"`) || !strings.Contains(b, `"lag_bytes": 0`) {
 		t.Errorf("/status = %d %s", code, b)
 	}
+	// The running pipeline measures the binlog files every 15 s: the
+	// retention headroom becomes a number (the checkpoint's distance from
+	// the oldest file's start), NaN before.
+	headroom := regexp.MustCompile(`cdc_outbox_retention_headroom_bytes\{source="default"\} ([0-9.e+]+)\n`)
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, body = get("/metrics")
+		if m := headroom.FindStringSubmatch(body); m != nil && m[1] != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retention_headroom_bytes never measured:\n%s", grepLines(body, "cdc_outbox_retention_headroom"))
+		}
+	}
 }
 
 // grepLines keeps the lines of text containing any of subs.
