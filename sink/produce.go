@@ -178,7 +178,7 @@ func newProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger, tr transp
 		codec:    codec,
 		cfg:      cfg,
 		log:      log,
-		warn:     logging.NewLimiter(time.Second, 5),
+		warn:     logging.NewLimiter(10*time.Second, 3), // a broker outage: 3 retry warnings per 10 s, with the count suppressed
 		topics:   map[string]*topicInfo{},
 		pinned:   map[string]int{},
 		pid:      -1,
