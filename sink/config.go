@@ -46,6 +46,10 @@ type Config struct {
 	// other (the newer one wins: PRODUCER_FENCED stops the older), so it
 	// must be unique per source and stable across restarts.
 	TransactionalID string `yaml:"transactional-id" env:"TRANSACTIONAL_ID"`
+	// txnID is the transactional id in use: set only by Transactional,
+	// for the publisher's own Writer (tools such as replay and dead-letter
+	// republish never take over the publisher's id).
+	txnID string
 	// DialTimeout bounds connecting to a broker, its API version
 	// handshake and a metadata request: how long a dead or paused broker
 	// can hold the producer before the next broker is tried.

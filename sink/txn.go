@@ -95,13 +95,32 @@ func (c *cluster) dialAddr(ctx context.Context, addr string) (*brokerConn, error
 	return dialBroker(ctx, addr, c.dialTimeout, c.sec)
 }
 
+// Transactional returns c for the publisher's Writer: with exactly-once
+// delivery, its producer is transactional under TransactionalID, or
+// DefaultTransactionalID(checkpointKey) when that is "". Other producers
+// of the same configuration (the checkpoint mirror, replay, dead-letter
+// republish) stay at-least-once: they never use, and so never fence, the
+// publisher's transactional id.
+func (c Config) Transactional(checkpointKey string) Config {
+	if c.ExactlyOnce() {
+		c.txnID = c.TransactionalID
+		if c.txnID == "" {
+			c.txnID = DefaultTransactionalID(checkpointKey)
+		}
+	}
+	return c
+}
+
+// TxnID returns the transactional id Transactional set, "" for none.
+func (c *Config) TxnID() string { return c.txnID }
+
 // newTxnState returns the transactional state for cfg, nil unless
-// exactly-once.
+// Transactional made it exactly-once (and idempotent).
 func newTxnState(cfg Config) *txnState {
-	if !cfg.ExactlyOnce() {
+	if !cfg.ExactlyOnce() || !cfg.Idempotent || cfg.txnID == "" {
 		return nil
 	}
-	return &txnState{id: cfg.TransactionalID, added: map[tp]bool{}}
+	return &txnState{id: cfg.txnID, added: map[tp]bool{}}
 }
 
 // txnID returns the transactional id for produce requests ("" without).

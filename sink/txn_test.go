@@ -23,6 +23,7 @@ func eosProducer(t *testing.T, cl *kfake.Cluster, id string) *Producer {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	cfg = cfg.Transactional("k")
 	p := NewProducer(cfg, &kafka.Hash{}, zap.NewNop())
 	t.Cleanup(func() { _ = p.Close() })
 	return p

@@ -344,7 +344,7 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 		return w.launch(ctx, pending, n)
 	}
 	if len(w.msgs) > 0 {
-		if w.cfg.ExactlyOnce() {
+		if w.cfg.TxnID() != "" {
 			markPartial(w.msgs, w.owner, *pending, w.owns, n) // committed.go
 		}
 		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
