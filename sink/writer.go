@@ -242,6 +242,14 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	// acknowledged); its records and errors name its own end.
 	own := txn.Own()
 	w.owns = append(w.owns, own)
+	if w.cfg.TxnID() != "" && len(w.msgs) > 0 && len(w.msgs)+len(txn.Events) > w.cfg.BatchSize {
+		// Exactly-once: a binlog transaction that fits in a round is not
+		// split across two Kafka transactions (committed.go, markPartial).
+		if err := w.flushUpTo(ctx, pending, idx); err != nil {
+			return err
+		}
+		idx = 0
+	}
 	for i := range txn.Events {
 		e := &txn.Events[i]
 		m, err := w.router.Route(e, own)
