@@ -104,7 +104,8 @@ func TestExactlyOnce(t *testing.T) {
 	waitUnique(6000, time.Minute)
 	_ = c.cmd.Process.Signal(syscall.SIGCONT)
 	select {
-	case <-c.done:
+	case err := <-c.done:
+		c.done <- err // for the cleanup
 	case <-time.After(time.Minute):
 		t.Fatal("the fenced publisher did not exit")
 	}
