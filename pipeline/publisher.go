@@ -338,6 +338,11 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 		}
 		saved = from
 		p.resume, p.known = from, true
+	} else if cfg.Kafka.ExactlyOnce() {
+		if from, err = p.committedResume(ctx, srv, from); err != nil { // exactly.go
+			return err
+		}
+		p.resume = from
 	}
 	// A stored position written by an older version may lack MariaDB GTID
 	// domains known only from the binlog's history (Gtid_list): complete
@@ -491,6 +496,7 @@ func tableNames(cfg config.Config, srv *binlog.Server) []string {
 // returns the position to stream from, stored as the checkpoint.
 func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *checkpoint.Checkpoint, cpw *checkpoint.Writer) (binlog.Position, error) {
 	cfg := p.cfg
+	var err error
 	f := Facts{Checkpoint: cp, Key: p.store.Key(), Server: checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()},
 		PositionMode: cfg.Source.PositionMode, Start: cfg.Source.Start, ExplicitStart: p.opts.ExplicitStart,
 		Backfill: cfg.Source.Backfill || p.opts.Backfill, BackfillFlag: p.opts.Backfill, Recover: cfg.Checkpoint.Recover,
@@ -500,6 +506,12 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 	}
 	if mcp != nil {
 		f.Mirror, f.MirrorTopic = mcp, p.mirror.Topic()
+	}
+	if cfg.Kafka.ExactlyOnce() {
+		f.ExactlyOnce = true
+		if f.Committed, err = p.committed(ctx); err != nil { // exactly.go
+			return binlog.Position{}, err
+		}
 	}
 	if NeedsHeads(f) {
 		heads, err := sink.NewestHeaders(ctx, cfg.Kafka, f.Topic)
@@ -574,7 +586,7 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 // acknowledged position and the partition counts of topics first written.
 func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, cpw *checkpoint.Writer, saved binlog.Position) error {
 	cfg := p.cfg
-	writer := sink.NewWriter(cfg.Kafka, router.New(cfg.Router), router.Balancer(), p.log)
+	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router), router.Balancer(), p.log)
 	writer.SetObserver(p.obs)
 	writer.PinPartitions(p.parts)
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)

@@ -9,6 +9,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"go.uber.org/zap"
 )
 
@@ -43,6 +44,12 @@ type Facts struct {
 	// Heads: for each partition of the fixed topic holding records, the
 	// headers of its newest record; nil when not read (NeedsHeads false).
 	Heads map[int]map[string]string
+	// ExactlyOnce: kafka.delivery exactly-once. Committed: for each
+	// partition of the fixed topic, the headers of its newest committed
+	// record (read_committed, after sink.SettleTransactions); nil when not
+	// read (at-least-once, a template topic).
+	ExactlyOnce bool
+	Committed   map[int]map[string]string
 }
 
 // Action is what the first pipeline start does.
@@ -114,6 +121,9 @@ func NeedsHeads(f Facts) bool {
 // all fatal), naming the position to pass where one is known. It is a
 // pure function of f.
 func Decide(f Facts) (Decision, error) {
+	if d, ok := decideCommitted(f); ok {
+		return d, nil
+	}
 	if cp := f.Checkpoint; cp != nil {
 		return decideResume(f, cp)
 	}
@@ -266,4 +276,77 @@ func LeastAdvanced(heads map[int]string) (string, int) {
 		return "", -1
 	}
 	return oldest.FilePos(), part
+}
+
+// decideCommitted is the exactly-once rule: the resume position is the
+// later of the stored checkpoint (or its mirror copy) and the end of the
+// last committed transaction (CommittedEnd of f.Committed). ok is false
+// when the rule does not apply (at-least-once, nothing committed, a
+// checkpoint of another server, --backfill or an explicit --start on a
+// first start, or a checkpoint at or after the committed end): the other
+// rules decide.
+func decideCommitted(f Facts) (Decision, bool) {
+	if !f.ExactlyOnce || f.BackfillFlag {
+		return Decision{}, false
+	}
+	end, part := CommittedEnd(f.Committed)
+	if end == "" {
+		return Decision{}, false
+	}
+	st, _ := binlog.ParseStart(end)
+	at := binlog.Position{File: st.File, Pos: st.Pos}
+	fields := []zap.Field{zap.String("key", f.Key), zap.String("topic", f.Topic), zap.String("resume", end), zap.Int("from_partition", part)}
+	base, what := f.Checkpoint, "the checkpoint"
+	if base == nil {
+		base, what = f.Mirror, "the checkpoint's mirror copy"
+	}
+	if base != nil {
+		if base.ServerID != 0 && base.ServerID != f.Server.ServerID || base.Flavor != "" && base.Flavor != f.Server.Flavor {
+			return Decision{}, false // a failover: file positions of two servers do not compare
+		}
+		if binlog.ComparePos(at, base.Position()) <= 0 {
+			return Decision{}, false
+		}
+		fields = append(fields, zap.String("checkpoint", base.Position().FilePos()))
+		return Decision{Action: StartAt, Start: end, Notes: []Note{{Msg: "exactly-once: the last committed transaction is later than " + what +
+			" (written at an interval): resuming after it, so nothing committed is published again", Fields: fields}}}, true
+	}
+	if f.ExplicitStart || f.Backfill {
+		return Decision{}, false
+	}
+	return Decision{Action: StartAt, Start: end, Notes: []Note{{Warn: true, Msg: "exactly-once: no checkpoint (nor mirror copy), but the topic holds committed transactions: resuming after the last one",
+		Fields: fields}}}, true
+}
+
+// CommittedEnd returns the position after the last committed transaction
+// of exactly-once delivery, from the newest committed record of each
+// partition (Facts.Committed): the largest binlog_txn_end among them, and
+// its partition. Rounds commit in binlog order and a Kafka transaction
+// commits whole, so every binlog transaction up to it was committed.
+// Records marked sink.HeaderTxnPartial (their binlog transaction spans
+// Kafka transactions) and backfill records are left out; so a crash
+// between the Kafka transactions of one large binlog transaction resumes
+// before it (its first part is published again), never after it. "" and
+// -1 when none.
+func CommittedEnd(heads map[int]map[string]string) (string, int) {
+	var newest binlog.Position
+	part := -1
+	for _, id := range slices.Sorted(maps.Keys(heads)) {
+		h := heads[id]
+		if h[sink.HeaderTxnPartial] == "true" || h[HeaderBackfill] == "true" {
+			continue
+		}
+		st, err := binlog.ParseStart(h[router.HeaderTxnEnd])
+		if err != nil || st.Kind != binlog.StartFilePos {
+			continue
+		}
+		p := binlog.Position{File: st.File, Pos: st.Pos}
+		if part < 0 || binlog.ComparePos(p, newest) > 0 {
+			newest, part = p, id
+		}
+	}
+	if part < 0 {
+		return "", -1
+	}
+	return newest.FilePos(), part
 }

@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/mapping"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 )
 
 // The start decision, case by case (docs/operations.md, "Where a run
@@ -137,6 +139,66 @@ func TestStartTopic(t *testing.T) {
 			topic, tmpl := StartTopic(ts)
 			if tmpl != c.template || c.topic != "" && topic != c.topic {
 				t.Fatalf("StartTopic = %q, %v; want %q, %v", topic, tmpl, c.topic, c.template)
+			}
+		})
+	}
+}
+
+// The exactly-once rule: the later of the checkpoint (or its mirror copy)
+// and the end of the last committed transaction (read_committed).
+func TestDecideExactlyOnce(t *testing.T) {
+	srv := checkpoint.Source{ServerID: 1, Flavor: "mariadb"}
+	cp := &checkpoint.Checkpoint{File: "b.000003", Pos: 900, ServerID: 1, Flavor: "mariadb"}
+	later := map[int]map[string]string{0: {"binlog_txn_end": "b.000003:1500"}, 1: {"binlog_txn_end": "b.000003:1200"}, 2: {}}
+	earlier := map[int]map[string]string{0: {"binlog_txn_end": "b.000002:100"}}
+	partial := map[int]map[string]string{0: {"binlog_txn_end": "b.000003:1500", sink.HeaderTxnPartial: "true"}, 1: {"binlog_txn_end": "b.000003:1200"}}
+	allPartial := map[int]map[string]string{0: {"binlog_txn_end": "b.000003:1500", sink.HeaderTxnPartial: "true"}}
+	backfilled := map[int]map[string]string{0: {"binlog_txn_end": "b.000009:4", HeaderBackfill: "true"}}
+	base := Facts{Key: "k", Server: srv, PositionMode: binlog.ModeFile, Start: "latest", Topic: "im.events", ExactlyOnce: true}
+	with := func(mod func(*Facts)) Facts { f := base; mod(&f); return f }
+	cases := []struct {
+		name    string
+		f       Facts
+		action  Action
+		start   string // StartAt
+		at      string // Resume
+		wantErr error
+		noteHas string
+	}{
+		{name: "committed later than the checkpoint: after the last committed transaction", f: with(func(f *Facts) { f.Checkpoint, f.Committed = cp, later }),
+			action: StartAt, start: "b.000003:1500", noteHas: "later than the checkpoint"},
+		{name: "committed before the checkpoint: the checkpoint", f: with(func(f *Facts) { f.Checkpoint, f.Committed = cp, earlier }), action: Resume, at: "b.000003:900"},
+		{name: "nothing committed: the checkpoint", f: with(func(f *Facts) { f.Checkpoint = cp }), action: Resume, at: "b.000003:900"},
+		{name: "at-least-once ignores the committed records", f: with(func(f *Facts) { f.Checkpoint, f.Committed, f.ExactlyOnce = cp, later, false }), action: Resume, at: "b.000003:900"},
+		{name: "Redis lost, mirror copy older: after the last committed transaction", f: with(func(f *Facts) { f.Mirror, f.Committed = cp, later }),
+			action: StartAt, start: "b.000003:1500", noteHas: "mirror copy"},
+		{name: "checkpoint and mirror lost: after the last committed transaction, no --recover needed", f: with(func(f *Facts) { f.Committed, f.Heads = later, later }),
+			action: StartAt, start: "b.000003:1500", noteHas: "no checkpoint"},
+		{name: "a partial binlog transaction is not a resume position", f: with(func(f *Facts) { f.Committed = partial }), action: StartAt, start: "b.000003:1200"},
+		{name: "only partial records, no checkpoint: refused as at-least-once", f: with(func(f *Facts) { f.Committed, f.Heads = allPartial, allPartial }), wantErr: binlog.ErrStart},
+		{name: "backfill records are not a resume position", f: with(func(f *Facts) { f.Checkpoint, f.Committed = cp, backfilled }), action: Resume, at: "b.000003:900"},
+		{name: "checkpoint of another server: the checkpoint rules", f: with(func(f *Facts) { f.Checkpoint, f.Committed, f.Server.ServerID = cp, later, 2 }), wantErr: binlog.ErrStart},
+		{name: "no checkpoint, --start: the operator's start", f: with(func(f *Facts) { f.Committed, f.ExplicitStart, f.Start = later, true, "b.000001:4" }),
+			action: StartAt, start: "b.000001:4"},
+		{name: "--backfill with a checkpoint: refused", f: with(func(f *Facts) { f.Checkpoint, f.Committed, f.Backfill, f.BackfillFlag = cp, later, true, true }), wantErr: ErrBackfill},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := Decide(c.f)
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) {
+					t.Fatalf("Decide = %+v, %v, want %v", d, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Action != c.action || c.action == StartAt && d.Start != c.start || c.action == Resume && d.At.FilePos() != c.at {
+				t.Fatalf("Decide = %+v, want action %d start %q at %q", d, c.action, c.start, c.at)
+			}
+			if c.noteHas != "" && !slices.ContainsFunc(d.Notes, func(n Note) bool { return strings.Contains(n.Msg, c.noteHas) }) {
+				t.Fatalf("notes %+v, want one containing %q", d.Notes, c.noteHas)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
@@ -29,6 +30,26 @@ type Config struct {
 	// in flight. The brokers must allow IDEMPOTENT_WRITE on the cluster
 	// (the default without ACLs). On by default.
 	Idempotent bool `yaml:"idempotent" env:"IDEMPOTENT"`
+	// Delivery is the delivery guarantee: DeliveryAtLeastOnce
+	// ("at-least-once", the default: the idempotent producer; a restart
+	// publishes the records after the checkpoint again) or
+	// DeliveryExactlyOnce ("exactly-once": each produce round is one Kafka
+	// transaction, KIP-98, and a restart resumes after the last committed
+	// one, so that a consumer reading with isolation.level=read_committed
+	// sees each event once; see docs/delivery.md). Exactly-once needs
+	// Idempotent, Kafka 3.6 or later (KIP-890 partition verification) and
+	// one transaction in flight at a time (MaxInFlight 1).
+	Delivery string `yaml:"delivery" env:"DELIVERY"`
+	// TransactionalID is the Kafka transactional.id of exactly-once
+	// delivery; "" derives it from the checkpoint key
+	// (DefaultTransactionalID). Two publishers with the same id fence each
+	// other (the newer one wins: PRODUCER_FENCED stops the older), so it
+	// must be unique per source and stable across restarts.
+	TransactionalID string `yaml:"transactional-id" env:"TRANSACTIONAL_ID"`
+	// txnID is the transactional id in use: set only by Transactional,
+	// for the publisher's own Writer (tools such as replay and dead-letter
+	// republish never take over the publisher's id).
+	txnID string
 	// DialTimeout bounds connecting to a broker, its API version
 	// handshake and a metadata request: how long a dead or paused broker
 	// can hold the producer before the next broker is tried.
@@ -85,6 +106,7 @@ func DefaultConfig() Config {
 		Compression:     "none",
 		Idempotent:      true,
 		DialTimeout:     2 * time.Second,
+		Delivery:        DeliveryAtLeastOnce,
 
 		OnPoison:        PolicyFail,
 		DeadLetterTopic: DefaultDeadLetterTopic,
@@ -125,6 +147,18 @@ func (c *Config) Validate() error {
 	}
 	if c.DeliveryTimeout < 0 {
 		bad("delivery-timeout", "%s: want 0 (max-attempts alone) or more", c.DeliveryTimeout)
+	}
+	switch c.Delivery {
+	case "", DeliveryAtLeastOnce:
+	case DeliveryExactlyOnce:
+		if !c.Idempotent {
+			bad("delivery", "%s needs kafka.idempotent: true (a transactional producer is idempotent)", c.Delivery)
+		}
+	default:
+		bad("delivery", "%q: want %s or %s", c.Delivery, DeliveryAtLeastOnce, DeliveryExactlyOnce)
+	}
+	if len(c.TransactionalID) > 249 || strings.ContainsAny(c.TransactionalID, "\x00\n") {
+		bad("transactional-id", "%q: want at most 249 characters, no NUL or newline", c.TransactionalID)
 	}
 	if _, err := compression(c.Compression); err != nil {
 		bad("compression", "%v", err)

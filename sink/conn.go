@@ -123,7 +123,9 @@ func dialBrokerConn(ctx context.Context, addr string, sec *Security) (*brokerCon
 		switch key {
 		case protocol.Produce, protocol.Metadata, protocol.InitProducerId, protocol.CreateTopics, protocol.DescribeConfigs:
 		default:
-			continue
+			if !negotiated(key) { // txn.go: transactions, the committed read
+				continue
+			}
 		}
 		if lo, hi := max(k.MinVersion, key.MinVersion()), min(k.MaxVersion, key.MaxVersion()); lo <= hi {
 			versions[key] = hi

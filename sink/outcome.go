@@ -33,7 +33,24 @@ const (
 // classify decides a batch's outcome from its last attempt's error; head
 // reports whether every earlier batch of its partition was acknowledged
 // when the attempt was sent (KIP-98 sequence rules, as the Java producer and franz-go apply them).
-func classify(err error, head bool) outcome {
+func classify(err error, head bool) outcome { return classifyBatch(err, head, false) }
+
+// classifyBatch is classify for a transactional producer too (txn): there
+// an epoch may not change under an open transaction, so what would reset
+// the epoch fails the batch instead (the transaction is aborted and the
+// round produced again; a fence is fatal: classifyTxn).
+func classifyBatch(err error, head, txn bool) outcome {
+	if txn && err != nil {
+		switch classifyTxn(err) {
+		case txnFenced:
+			return outFail
+		}
+		var ke kafka.Error
+		if errors.As(err, &ke) && (ke == kafka.UnknownProducerId || ke == kafka.InvalidTransactionState ||
+			ke == kafka.OutOfOrderSequenceNumber && head) {
+			return outFail
+		}
+	}
 	if err == nil {
 		return outRetry // not answered yet: never the case after collect
 	}
@@ -85,4 +102,58 @@ func overtake(earlier int, acked, now time.Time) bool {
 		return true
 	}
 	return !acked.IsZero() && now.Sub(acked) < stateTrust
+}
+
+// txnOutcome is what the Producer does after a request to the transaction
+// coordinator (or a transactional batch's error).
+type txnOutcome int
+
+const (
+	// txnDone: accepted.
+	txnDone txnOutcome = iota
+	// txnAgain: CONCURRENT_TRANSACTIONS (the coordinator is still
+	// finishing the previous transaction): the same request again shortly.
+	txnAgain
+	// txnRelookup: the coordinator moved or is not ready
+	// (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+	// COORDINATOR_LOAD_IN_PROGRESS) or the connection failed: look it up
+	// again and retry after a backoff.
+	txnRelookup
+	// txnRetry: another retriable error: retry after a backoff.
+	txnRetry
+	// txnFenced: a newer producer of the transactional id took over
+	// (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+	// TRANSACTION_COORDINATOR_FENCED) or the id is not allowed
+	// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): fatal, *FencedError.
+	txnFenced
+	// txnAbortable: any other refusal: abort the transaction and produce
+	// the round again in a new one.
+	txnAbortable
+)
+
+// classifyTxn decides the outcome of a transactional request's error
+// (KIP-98; the Java client's TransactionManager applies the same split).
+func classifyTxn(err error) txnOutcome {
+	if err == nil {
+		return txnDone
+	}
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kafka.ProducerFenced, kafka.InvalidProducerEpoch, kafka.TransactionCoordinatorFenced, kafka.TransactionalIDAuthorizationFailed:
+			return txnFenced
+		case kafka.ConcurrentTransactions:
+			return txnAgain
+		case kafka.GroupCoordinatorNotAvailable, kafka.NotCoordinatorForGroup, kafka.GroupLoadInProgress:
+			return txnRelookup
+		}
+		if ke.Temporary() {
+			return txnRetry
+		}
+		return txnAbortable
+	}
+	if retriable(err) {
+		return txnRelookup
+	}
+	return txnAbortable
 }

@@ -83,6 +83,8 @@ type Producer struct {
 	inflight []*Round
 
 	topics map[string]*topicInfo // the current round's topics
+
+	txn *txnState // exactly-once delivery (txn.go); nil: at-least-once
 }
 
 type tp struct {
@@ -184,13 +186,14 @@ func newProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger, tr transp
 		pid:      -1,
 		epoch:    -1,
 		seqs:     map[tp]*partSeq{},
+		txn:      newTxnState(cfg),
 	}
 }
 
 // MaxInFlight returns how many rounds may be in flight at once:
 // MaxInFlight with idempotence, else 1.
 func (c *Producer) MaxInFlight() int {
-	if c.cfg.Idempotent {
+	if c.cfg.Idempotent && c.txn == nil { // exactly-once: one transaction at a time
 		return MaxInFlight
 	}
 	return 1
@@ -220,6 +223,7 @@ func (c *Producer) Pinned() map[string]int {
 
 // Close closes the Producer's connections; rounds in flight are abandoned.
 func (c *Producer) Close() error {
+	c.closeTxn()
 	c.tr.close()
 	c.inflight = nil
 	return nil
@@ -235,6 +239,9 @@ func (c *Producer) Close() error {
 func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
 	if len(msgs) == 0 {
 		return nil
+	}
+	if c.txn != nil {
+		return c.writeTxn(ctx, msgs) // txn.go: one transaction per round
 	}
 	r, err := c.Begin(ctx, msgs)
 	if err != nil {
@@ -289,6 +296,14 @@ func (c *Producer) Begin(ctx context.Context, msgs []kafka.Message) (*Round, err
 		if b.raw, err = appendBatch(nil, msgs, b.idx, now, c.codec); err != nil {
 			return nil, fmt.Errorf("encode the batch of %s/%d: %w", b.topic, b.partition, err)
 		}
+		if c.txn != nil {
+			markTransactional(b.raw)
+		}
+	}
+	if c.txn != nil {
+		if err := c.txnAdd(ctx, r); err != nil { // txn.go: before any batch is sent
+			return nil, err
+		}
 	}
 	// Nothing fails from here on: the sequences are taken.
 	send := make([]*batch, 0, len(r.batches))
@@ -321,6 +336,9 @@ func (c *Producer) Begin(ctx context.Context, msgs []kafka.Message) (*Round, err
 // it asks for the next epoch of the current id (KIP-360), falling back to
 // a new id when the broker refuses.
 func (c *Producer) initID(ctx context.Context, bump bool) error {
+	if c.txn != nil {
+		return c.txnInit(ctx) // txn.go: from the transaction coordinator
+	}
 	pid, epoch := int64(-1), int16(-1)
 	if bump && c.haveID {
 		pid, epoch = c.pid, c.epoch
@@ -366,7 +384,7 @@ func (c *Producer) Wait(ctx context.Context, r *Round) error {
 			if b.done || b.final {
 				continue
 			}
-			switch classify(b.err, !b.behind) {
+			switch classifyBatch(b.err, !b.behind, c.txn != nil) {
 			case outAcked:
 				c.acked(b)
 				continue
@@ -855,7 +873,7 @@ func (c *Producer) send(ctx context.Context, r *Round, bs []*batch) {
 		groups[at] = append(groups[at], b)
 	}
 	for _, g := range groups {
-		req := &rawproduce.Request{Acks: int16(kafka.RequireAll), Timeout: int32(c.cfg.WriteTimeout / time.Millisecond)}
+		req := &rawproduce.Request{TransactionalID: c.txnID(), Acks: int16(kafka.RequireAll), Timeout: int32(c.cfg.WriteTimeout / time.Millisecond)}
 		for _, b := range g {
 			if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != b.topic {
 				req.Topics = append(req.Topics, rawproduce.RequestTopic{Topic: b.topic})

@@ -268,6 +268,14 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	// acknowledged); its records and errors name its own end.
 	own := txn.Own()
 	w.owns = append(w.owns, own)
+	if w.cfg.TxnID() != "" && len(w.msgs) > 0 && len(w.msgs)+len(txn.Events) > w.cfg.BatchSize {
+		// Exactly-once: a binlog transaction that fits in a round is not
+		// split across two Kafka transactions (committed.go, markPartial).
+		if err := w.flushUpTo(ctx, pending, idx); err != nil {
+			return err
+		}
+		idx = 0
+	}
 	for i := range txn.Events {
 		e := &txn.Events[i]
 		m, err := w.router.Route(e, own)
@@ -370,6 +378,9 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 		return w.launch(ctx, pending, n)
 	}
 	if len(w.msgs) > 0 {
+		if w.cfg.TxnID() != "" {
+			markPartial(w.msgs, w.owner, *pending, w.owns, n) // committed.go
+		}
 		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
 			failed, ok := brokerTooLarge(err, len(w.msgs))
 			if !ok {
@@ -438,16 +449,21 @@ func brokerTooLarge(err error, n int) ([]int, bool) {
 		return nil, false
 	}
 	var failed []int
+	tooLarge := false
 	for i, e := range werrs {
 		if e == nil {
+			continue
+		}
+		if errors.Is(e, errTxnAborted) { // exactly-once: acknowledged, then aborted with the others (txn.go)
+			failed = append(failed, i)
 			continue
 		}
 		if !errors.Is(e, kafka.MessageSizeTooLarge) {
 			return nil, false
 		}
-		failed = append(failed, i)
+		failed, tooLarge = append(failed, i), true
 	}
-	return failed, len(failed) > 0
+	return failed, tooLarge
 }
 
 // resend sends the failed records of a round (indexes into w.msgs, in
@@ -571,7 +587,7 @@ func compression(name string) (compress.Codec, error) {
 // (ErrRecordTooLarge), a topic's partition count changed under the
 // publisher (ErrPartitionCount), or a broker refusal that does not go away.
 func IsFatal(err error) bool {
-	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrPartitionCount) {
+	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrPartitionCount) || errors.Is(err, ErrFenced) {
 		return true
 	}
 	// TLS and SASL (security.go): a handshake or login no retry fixes.

@@ -1,0 +1,227 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/binlog"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	fetchAPI "github.com/segmentio/kafka-go/protocol/fetch"
+	listAPI "github.com/segmentio/kafka-go/protocol/listoffsets"
+	"go.uber.org/zap"
+)
+
+// HeaderTxnPartial is the header exactly-once delivery adds to a record
+// whose binlog transaction is not complete in the record's Kafka
+// transaction (a transaction larger than a round, or a fragment of one
+// larger than source.buffer-bytes): its binlog_txn_end is not a position
+// every record before which was committed, so the start decision does not
+// resume from it (CommittedHeads, pipeline.Decide).
+const HeaderTxnPartial = "binlog_txn_partial"
+
+// markPartial sets HeaderTxnPartial on the records of a round (msgs, each
+// owned by pending transaction owner[i]) whose transaction is not among
+// the first n complete ones, or is a fragment (its end, ends[i], differs
+// from its own end, owns[i]). Exactly-once only.
+func markPartial(msgs []kafka.Message, owner []int, ends, owns []binlog.Position, n int) {
+	for i := range msgs {
+		o := owner[i]
+		if o >= n || ends[o] != owns[o] {
+			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: HeaderTxnPartial, Value: []byte("true")})
+		}
+	}
+}
+
+// CommittedHeads returns, for each partition of topic holding committed
+// records, the headers of its newest committed record (read as a consumer
+// with isolation.level=read_committed: below the last stable offset,
+// skipping transaction markers and the records of aborted transactions),
+// from the partition's leader. A missing topic gives an empty map. In
+// exactly-once mode call SettleTransactions first, so that no transaction
+// of this publisher is still being completed.
+func CommittedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
+	return retryLeader(ctx, func() (map[int]map[string]string, error) { return committedHeads(ctx, cfg, topic) })
+}
+
+func committedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
+	cl := newCluster(cfg.Brokers, startupDialTimeout, false, zap.NewNop())
+	cl.sec = NewSecurity(cfg)
+	defer cl.close()
+	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
+	if errors.Is(err, kafka.UnknownTopicOrPartition) {
+		return map[int]map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]map[string]string, len(meta.Partitions))
+	for _, p := range meta.Partitions {
+		addr, ok := cl.brokers[p.LeaderID]
+		if !ok {
+			return nil, fmt.Errorf("sink: newest committed record of %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
+		}
+		bc, err := cl.dialAddr(ctx, addr)
+		if err != nil {
+			return nil, fmt.Errorf("sink: newest committed record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
+		}
+		h, err := newestCommitted(ctx, bc, topic, p.PartitionIndex, cfg.WriteTimeout)
+		bc.close()
+		if err != nil {
+			return nil, fmt.Errorf("sink: newest committed record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
+		}
+		if h != nil {
+			out[int(p.PartitionIndex)] = h
+		}
+	}
+	return out, nil
+}
+
+// newestCommitted reads the headers of partition's newest committed
+// record (nil: none), looking back from the last stable offset in windows
+// growing 8 times, 64 offsets first.
+func newestCommitted(ctx context.Context, bc *brokerConn, topic string, partition int32, timeout time.Duration) (map[string]string, error) {
+	first, err := listOffset(ctx, bc, topic, partition, -2, timeout)
+	if err != nil {
+		return nil, err
+	}
+	lso, err := listOffset(ctx, bc, topic, partition, -1, timeout)
+	if err != nil {
+		return nil, err
+	}
+	for window := int64(64); ; window *= 8 {
+		from := max(first, lso-window)
+		if from >= lso {
+			return nil, nil
+		}
+		h, err := lastCommitted(ctx, bc, topic, partition, from, lso, timeout)
+		if err != nil || h != nil || from == first {
+			return h, err
+		}
+	}
+}
+
+// listOffset returns the partition's earliest (at -2) or last stable
+// offset (at -1; ListOffsets with isolation level read_committed, KIP-98).
+func listOffset(ctx context.Context, bc *brokerConn, topic string, partition int32, at int64, timeout time.Duration) (int64, error) {
+	res, err := bc.roundTrip(ctx, &listAPI.Request{ReplicaID: -1, IsolationLevel: 1,
+		Topics: []listAPI.RequestTopic{{Topic: topic, Partitions: []listAPI.RequestPartition{{Partition: partition, CurrentLeaderEpoch: -1, Timestamp: at}}}}}, timeout)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range res.(*listAPI.Response).Topics {
+		for _, p := range t.Partitions {
+			if p.Partition != partition {
+				continue
+			}
+			if p.ErrorCode != 0 {
+				return 0, kafka.Error(p.ErrorCode)
+			}
+			return p.Offset, nil
+		}
+	}
+	return 0, errors.New("no offset in the ListOffsets answer")
+}
+
+// lastCommitted fetches [from, lso) with isolation level read_committed
+// and returns the headers of the last record that is neither a marker nor
+// of an aborted transaction (the answer's aborted transactions, applied
+// as the Java consumer does: a producer's records from an aborted
+// transaction's first offset up to its abort marker), nil when none. It
+// fetches again from after the last batch read until lso is reached.
+func lastCommitted(ctx context.Context, bc *brokerConn, topic string, partition int32, from, lso int64, timeout time.Duration) (map[string]string, error) {
+	var h map[string]string
+	aborting := map[int64]bool{} // producers inside an aborted transaction
+	var aborted []fetchAPI.ResponseTransaction
+	for offset := from; offset < lso; {
+		res, err := bc.roundTrip(ctx, &fetchAPI.Request{ReplicaID: -1, MaxWaitTime: 100, MinBytes: 1, MaxBytes: 64 << 20, IsolationLevel: 1,
+			SessionEpoch: -1, Topics: []fetchAPI.RequestTopic{{Topic: topic, Partitions: []fetchAPI.RequestPartition{{Partition: partition,
+				CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: 64 << 20}}}}}, timeout)
+		if err != nil {
+			return nil, err
+		}
+		fr := res.(*fetchAPI.Response)
+		if fr.ErrorCode != 0 {
+			return nil, kafka.Error(fr.ErrorCode)
+		}
+		var rp *fetchAPI.ResponsePartition
+		for i := range fr.Topics {
+			for j := range fr.Topics[i].Partitions {
+				if fr.Topics[i].Partitions[j].Partition == partition {
+					rp = &fr.Topics[i].Partitions[j]
+				}
+			}
+		}
+		if rp == nil {
+			return nil, errors.New("no partition in the Fetch answer")
+		}
+		if rp.ErrorCode != 0 {
+			return nil, kafka.Error(rp.ErrorCode)
+		}
+		aborted = append(aborted, rp.AbortedTransactions...)
+		stream, _ := rp.RecordSet.Records.(*protocol.RecordStream)
+		if stream == nil || len(stream.Records) == 0 {
+			return h, nil
+		}
+		next := offset
+		for _, rr := range stream.Records {
+			switch b := rr.(type) {
+			case *protocol.ControlBatch:
+				next = max(next, b.BaseOffset+1)
+				delete(aborting, b.ProducerID) // the marker ends its transaction
+			case *protocol.RecordBatch:
+				for _, a := range aborted {
+					if a.ProducerID == b.ProducerID && a.FirstOffset <= b.BaseOffset {
+						aborting[b.ProducerID] = true
+					}
+				}
+				aborted = deleteFirsts(aborted, b.ProducerID, b.BaseOffset)
+				skip := b.Attributes.Transactional() && aborting[b.ProducerID]
+				for {
+					r, err := b.ReadRecord()
+					if err != nil {
+						if !errors.Is(err, io.EOF) {
+							return nil, err
+						}
+						break
+					}
+					next = max(next, r.Offset+1)
+					if !skip && r.Offset < lso {
+						h = make(map[string]string, len(r.Headers))
+						for _, x := range r.Headers {
+							h[x.Key] = string(x.Value)
+						}
+					}
+					if r.Key != nil {
+						r.Key.Close()
+					}
+					if r.Value != nil {
+						r.Value.Close()
+					}
+				}
+			}
+		}
+		if next <= offset {
+			return h, nil
+		}
+		offset = next
+	}
+	return h, nil
+}
+
+// deleteFirsts drops the aborted transactions of producer pid that start
+// at or before offset (they are applied: aborting holds pid).
+func deleteFirsts(aborted []fetchAPI.ResponseTransaction, pid, offset int64) []fetchAPI.ResponseTransaction {
+	out := aborted[:0]
+	for _, a := range aborted {
+		if a.ProducerID == pid && a.FirstOffset <= offset {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
