@@ -112,7 +112,7 @@ func serverIDFindings(f serverIDFacts) []finding {
 				cur = fmt.Sprintf("the lease holder %s (token %d) registers as %d", f.Holder, f.Token, lease.ServerID(f.Base, f.Token, f.N))
 			}
 			out = append(out, finding{levelFail, fmt.Sprintf("replica %s uses server_id %d, one of the %s this source's publishers register as, and is not the current term's (%s): "+
-				"a term that draws %d cannot start its binlog dump while that replica is connected; %s (a paused or killed publisher of an earlier term shows here only for seconds: check again)",
+				"a term that draws %d finds it taken and stops the source on its instance (replica server_id conflict, fatal); %s (a paused or killed publisher of an earlier term shows here only for seconds: check again)",
 				r.Host, r.ServerID, f.span(), cur, r.ServerID, fix)})
 		}
 	}
