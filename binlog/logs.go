@@ -31,11 +31,21 @@ func (s *Server) BinaryLogSizes() ([]LogFile, error) {
 	return files, nil
 }
 
-// ReplicaUsing returns the host of the replica registered with serverID
-// (SHOW SLAVE HOSTS / SHOW REPLICAS), "" when none. Listing replicas needs
-// REPLICATION MASTER ADMIN (MariaDB) or REPLICATION SLAVE (MySQL); without
-// it the error wraps ErrPrivileges.
-func (s *Server) ReplicaUsing(serverID uint32) (string, error) {
+// Replica is one row of SHOW SLAVE HOSTS / SHOW REPLICAS: a replica
+// registered with the source (a binlog dump connection that registered
+// itself, as the publisher does).
+type Replica struct {
+	ServerID uint32
+	// Host is the replica's report_host ("(no report_host)" when empty);
+	// a cdc-outbox publisher reports its host name.
+	Host string
+}
+
+// Replicas returns the replicas registered with the server (SHOW SLAVE
+// HOSTS on MariaDB, SHOW REPLICAS on MySQL). Listing them needs
+// REPLICATION MASTER ADMIN (MariaDB) or REPLICATION SLAVE (MySQL);
+// without it the error wraps ErrPrivileges and names the GRANT.
+func (s *Server) Replicas() ([]Replica, error) {
 	q := "SHOW SLAVE HOSTS"
 	if s.flavor == FlavorMySQL {
 		q = "SHOW REPLICAS"
@@ -43,21 +53,50 @@ func (s *Server) ReplicaUsing(serverID uint32) (string, error) {
 	r, err := s.conn.Execute(q)
 	if err != nil {
 		if code(err) == codeSpecificAccess {
-			return "", fmt.Errorf("%w: %s: %v", ErrPrivileges, q, err)
+			return nil, fmt.Errorf("%w: %s: %v: GRANT %s ON *.* to the publisher's user", ErrPrivileges, q, err, s.replicaListingGrant())
 		}
-		return "", fmt.Errorf("binlog: %s: %w", q, err)
+		return nil, fmt.Errorf("binlog: %s: %w", q, err)
 	}
-	if host, ok := replicaHost(r, serverID); ok {
+	return replicaRows(r), nil
+}
+
+// replicaListingGrant is the privilege that lets the user list replicas.
+func (s *Server) replicaListingGrant() string {
+	if s.flavor == FlavorMariaDB {
+		return "REPLICATION MASTER ADMIN"
+	}
+	return "REPLICATION SLAVE"
+}
+
+// ReplicaUsing returns the host of the replica registered with serverID
+// (SHOW SLAVE HOSTS / SHOW REPLICAS), "" when none. Listing replicas needs
+// REPLICATION MASTER ADMIN (MariaDB) or REPLICATION SLAVE (MySQL); without
+// it the error wraps ErrPrivileges.
+func (s *Server) ReplicaUsing(serverID uint32) (string, error) {
+	rs, err := s.Replicas()
+	if err != nil {
+		return "", err
+	}
+	if host, ok := replicaHost(rs, serverID); ok {
 		return host, nil
 	}
 	return "", nil
 }
 
-// replicaHost finds serverID in a SHOW SLAVE HOSTS / SHOW REPLICAS result
-// and returns its Host ("(no report_host)" when empty). The column is
-// Server_id on MariaDB and Server_Id on MySQL 8.0.22+, so it is looked up
-// ignoring case.
-func replicaHost(r *mysql.Result, serverID uint32) (string, bool) {
+// replicaHost finds serverID among rs and returns its Host.
+func replicaHost(rs []Replica, serverID uint32) (string, bool) {
+	for _, r := range rs {
+		if r.ServerID == serverID {
+			return r.Host, true
+		}
+	}
+	return "", false
+}
+
+// replicaRows reads a SHOW SLAVE HOSTS / SHOW REPLICAS result; a Host
+// left empty reads "(no report_host)". The column is Server_id on MariaDB
+// and Server_Id on MySQL 8.0.22+, so it is looked up ignoring case.
+func replicaRows(r *mysql.Result) []Replica {
 	idCol, hostCol := -1, -1
 	for i, f := range r.Fields {
 		switch {
@@ -68,18 +107,18 @@ func replicaHost(r *mysql.Result, serverID uint32) (string, bool) {
 		}
 	}
 	if idCol < 0 {
-		return "", false
+		return nil
 	}
+	rs := make([]Replica, 0, r.RowNumber())
 	for i := 0; i < r.RowNumber(); i++ {
-		if id, _ := r.GetUint(i, idCol); uint32(id) == serverID {
-			host := ""
-			if hostCol >= 0 {
-				host, _ = r.GetString(i, hostCol)
-			}
-			return or(host, "(no report_host)"), true
+		id, _ := r.GetUint(i, idCol)
+		host := ""
+		if hostCol >= 0 {
+			host, _ = r.GetString(i, hostCol)
 		}
+		rs = append(rs, Replica{ServerID: uint32(id), Host: or(host, "(no report_host)")})
 	}
-	return "", false
+	return rs
 }
 
 // boundaryEvents lists SHOW BINLOG EVENTS event types that start a

@@ -20,6 +20,7 @@ func TestReplicaHost(t *testing.T) {
 		{"mysql", []string{"Server_Id", "Host", "Port", "Source_Id", "Replica_UUID"}, [][]any{{uint64(4242), "", uint64(3306), uint64(1), "u"}}, "(no report_host)", true},
 		{"other id", []string{"Server_Id", "Host"}, [][]any{{uint64(1), "vm"}}, "", false},
 		{"no rows", []string{"Server_Id", "Host"}, nil, "", false},
+		{"no id column", []string{"Host"}, [][]any{{"vm"}}, "", false},
 	} {
 		// a result as the client decodes it: fields, then typed values
 		rs := mysql.NewResultset(len(tc.names))
@@ -38,7 +39,7 @@ func TestReplicaHost(t *testing.T) {
 			}
 			rs.Values = append(rs.Values, vals)
 		}
-		host, found := replicaHost(&mysql.Result{Resultset: rs}, 4242)
+		host, found := replicaHost(replicaRows(&mysql.Result{Resultset: rs}), 4242)
 		if host != tc.want || found != tc.found {
 			t.Errorf("%s: replicaHost = %q, %v; want %q, %v", tc.name, host, found, tc.want, tc.found)
 		}

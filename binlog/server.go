@@ -114,10 +114,35 @@ func (s *Server) variables() (map[string]string, error) {
 // no other replica uses the configured server_id. Every problem found is
 // returned, joined, each naming its fix.
 func (s *Server) Check(ctx context.Context) error {
+	errs, err := s.settings()
+	if err != nil {
+		return err
+	}
+	if err := s.checkServerID(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckSettings is Check without the server_id check: the server settings
+// and the publisher's privileges (for a caller that checks the server_ids
+// itself from Replicas, as the preflight does for the range of ids a
+// source uses under leases).
+func (s *Server) CheckSettings() error {
+	errs, err := s.settings()
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// settings returns the problems of the server settings and privileges, or
+// an error when the variables cannot be read.
+func (s *Server) settings() ([]error, error) {
 	var errs []error
 	vars, err := s.variables()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if vars["log_bin"] != "ON" && vars["log_bin"] != "1" {
 		errs = append(errs, fmt.Errorf("%w: log_bin is %s: enable the binary log (log_bin=<basename> in the server's [mysqld] section, then restart)", ErrServerConfig, or(vars["log_bin"], "OFF")))
@@ -137,10 +162,7 @@ func (s *Server) Check(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("%w: gtid_mode is %s but source.position-mode is gtid: enable gtid_mode=ON and enforce_gtid_consistency=ON, or use position-mode: file", ErrServerConfig, vars["gtid_mode"]))
 	}
 	errs = append(errs, s.checkPrivileges()...)
-	if err := s.checkServerID(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errs, nil
 }
 
 func or(s, def string) string {
@@ -205,27 +227,18 @@ func (s *Server) checkServerID(ctx context.Context) error {
 	if s.serverID == s.cfg.ServerID {
 		return fmt.Errorf("%w: source.server-id %d is the source's own @@server_id: choose another", ErrServerID, s.cfg.ServerID)
 	}
-	q := "SHOW SLAVE HOSTS"
-	if s.flavor == FlavorMySQL {
-		q = "SHOW REPLICAS"
-	}
 	deadline := time.Now().Add(s.cfg.ServerIDWait)
 	warned := false
 	for {
-		r, err := s.conn.Execute(q)
+		rs, err := s.Replicas()
 		if err != nil {
-			// Listing replicas needs REPLICATION SLAVE (MySQL) or REPLICATION
-			// MASTER ADMIN (MariaDB); the binlog dump will report a
-			// conflict anyway, so this check is best effort.
-			priv := "REPLICATION SLAVE"
-			if s.flavor == FlavorMariaDB {
-				priv = "REPLICATION MASTER ADMIN"
-			}
-			s.log.Warn("cannot list replicas, so a server-id conflict is not checked at start; GRANT "+priv+" ON *.* to the publisher's user to enable the check",
-				zap.Error(err))
+			// The binlog dump will report a conflict anyway, so this check
+			// is best effort.
+			// The error names the GRANT that enables the check.
+			s.log.Warn("cannot list replicas, so a server-id conflict is not checked at start", zap.Error(err))
 			return nil
 		}
-		host, found := replicaHost(r, s.cfg.ServerID)
+		host, found := replicaHost(rs, s.cfg.ServerID)
 		if !found {
 			return nil
 		}

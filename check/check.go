@@ -138,9 +138,8 @@ func RunSources(ctx context.Context, cfg config.Config, name string, r *Report) 
 // one of config.Config.Pipelines), printing one line each to r.
 func Run(ctx context.Context, cfg config.Config, r *Report) {
 	src := cfg.Source
-	// A preflight reports a server_id conflict at once instead of waiting
-	// for a killed publisher's registration to go away.
-	src.ServerIDWait = 0
+	store := checkpoint.NewStore(cfg.Checkpoint)
+	defer store.Close()
 	srv, err := binlog.Connect(ctx, src, r.logger("source"))
 	if err != nil {
 		r.fail("source", "%v", err) // Connect's error names the address, the user and the fix
@@ -148,16 +147,7 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 		defer srv.Close()
 		r.ok("source", "connected to %s as %q (%s %s, server_id %d)", src.Addr, src.User, srv.Flavor(), srv.Version(), srv.ServerID())
 		checkSourceTLS(ctx, src, r)
-		warned := r.warned
-		if err := srv.Check(ctx); err != nil {
-			for _, e := range split(err) {
-				r.fail("source", "%v", e)
-			}
-		} else if r.warned == warned {
-			r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges, server_id %d unused", src.ServerID)
-		} else {
-			r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges; server_id %d not checked (see WARN)", src.ServerID)
-		}
+		checkSource(ctx, cfg, srv, store, r)
 		if cols, err := srv.Columns(); err != nil {
 			r.fail("outbox", "%v", err)
 		} else {
@@ -169,8 +159,6 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 	checkKafkaSecurity(ctx, cfg, r)
 	parts := checkTopics(ctx, cfg, r)
 
-	store := checkpoint.NewStore(cfg.Checkpoint)
-	defer store.Close()
 	aof, rdb, err := store.Persistence(ctx)
 	switch {
 	case err != nil:
@@ -193,6 +181,38 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 	}
 	checkEviction(ctx, cfg, store, r)
 	checkCheckpoint(ctx, cfg, store, srv, parts, r)
+}
+
+// checkSource checks the server settings, the privileges and the
+// server_ids the source's publishers register as (serverIDFindings): one
+// FAIL line per problem, or one OK line, saying when the server_ids could
+// not be checked (the WARN lines say why).
+func checkSource(ctx context.Context, cfg config.Config, srv *binlog.Server, store *checkpoint.Store, r *Report) {
+	warned, failed := r.warned, r.failed
+	if err := srv.CheckSettings(); err != nil {
+		for _, e := range split(err) {
+			r.fail("source", "%v", e)
+		}
+	}
+	ids := ""
+	for _, x := range serverIDFindings(serverIDFactsOf(ctx, cfg, srv, store)) {
+		switch x.level {
+		case levelFail:
+			r.fail("source", "%s", x.msg)
+		case levelWarn:
+			r.warn("source", "%s", x.msg)
+		default:
+			ids = x.msg
+		}
+	}
+	if r.failed > failed {
+		return
+	}
+	if r.warned == warned {
+		r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges, %s", ids)
+		return
+	}
+	r.ok("source", "binlog settings (log_bin, binlog_format=ROW, binlog_row_image=FULL), privileges; %s", ids)
 }
 
 // checkEviction FAILs a maxmemory-policy that may evict the checkpoint

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -220,6 +221,34 @@ func Holder(ctx context.Context, rdb redis.Cmdable, key string) (string, error) 
 		return "", nil
 	}
 	return h, err
+}
+
+// ParseHolder splits a holder as Holder returns it ("<owner> <token>");
+// ok is false for anything else.
+func ParseHolder(h string) (owner string, token uint64, ok bool) {
+	i := strings.LastIndexByte(h, ' ')
+	if i <= 0 {
+		return "", 0, false
+	}
+	token, err := strconv.ParseUint(h[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return h[:i], token, true
+}
+
+// LastToken reads the last fencing token issued for key's lease (the
+// fence counter: the token of the latest term, whether or not it is still
+// held); 0 when none was ever issued.
+func LastToken(ctx context.Context, rdb redis.Cmdable, key string) (uint64, error) {
+	n, err := rdb.Get(ctx, checkpoint.FenceKey(key)).Uint64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lease: read %s: %w", checkpoint.FenceKey(key), err)
+	}
+	return n, nil
 }
 
 // heartbeatScript: KEYS group; ARGV owner, ttl ms. Marks owner alive

@@ -287,3 +287,24 @@ func TestAcquireFromPrevious(t *testing.T) {
 		t.Fatal("the previous process released the new term's lease")
 	}
 }
+
+func TestParseHolder(t *testing.T) {
+	for _, tc := range []struct {
+		h     string
+		owner string
+		token uint64
+		ok    bool
+	}{
+		{"pod-a-0123abcd 42", "pod-a-0123abcd", 42, true},
+		{"a b 7", "a b", 7, true},
+		{"pod-a", "", 0, false},
+		{" 7", "", 0, false},
+		{"pod-a x", "", 0, false},
+		{"", "", 0, false},
+	} {
+		owner, token, ok := ParseHolder(tc.h)
+		if owner != tc.owner || token != tc.token || ok != tc.ok {
+			t.Errorf("ParseHolder(%q) = %q, %d, %v; want %q, %d, %v", tc.h, owner, token, ok, tc.owner, tc.token, tc.ok)
+		}
+	}
+}

@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrPublisherRunning reports a publisher that seems to be running (its
-// server_id is registered as a replica) while "checkpoint set" would
-// overwrite its checkpoint.
+// ErrPublisherRunning reports a publisher that seems to be running (an
+// instance holds the source's lease, or a replica with source.server-id is
+// registered) while "checkpoint set" would overwrite its checkpoint.
 var ErrPublisherRunning = errors.New("a publisher seems to be running")
 
 // SetResult is what SetCheckpoint did.
@@ -38,8 +38,9 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // (the file on the server, the offset within it, at a transaction
 // boundary; the GTID set filled in), with the current partition counts of
 // the target topics, as the checkpoint: the next run resumes there.
-// It refuses (a *RefusedError wrapping ErrPublisherRunning) while a
-// replica with source.server-id is registered, unless force; and a
+// It refuses (a *RefusedError wrapping ErrPublisherRunning) while an
+// instance holds the source's lease or a replica with source.server-id is
+// registered, unless force; and a
 // position the server does not have (a *RefusedError). Other errors are
 // connection errors.
 func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, force bool, log *zap.Logger) (SetResult, error) {

@@ -70,96 +70,83 @@ func (l layout) where(lo, hi uint64) string {
 	return fmt.Sprintf(" WHERE %s BETWEEN %d AND %d", l.id(), lo, hi)
 }
 
-// pickTable returns the table of the source verify checks: the only one,
-// or the one named by want.
-func pickTable(tables []*binlog.Table, want, schema string) (*binlog.Table, error) {
-	if want != "" {
-		if !strings.Contains(want, ".") {
-			want = schema + "." + want
-		}
-		for _, t := range tables {
-			if strings.EqualFold(t.String(), want) {
-				return t, nil
-			}
-		}
-		names := make([]string, len(tables))
-		for i, t := range tables {
-			names[i] = t.String()
-		}
-		return nil, fmt.Errorf("verify: --table %s is not an outbox table of this source (it reads %s)", want, strings.Join(names, ", "))
-	}
-	switch len(tables) {
-	case 0:
+// pickTables returns the tables of the source verify checks: the one
+// want names, or every one (want "").
+func pickTables(tables []*binlog.Table, want, schema string) ([]*binlog.Table, error) {
+	if len(tables) == 0 {
 		return nil, errors.New("verify: the source has no outbox table")
-	case 1:
-		return tables[0], nil
 	}
+	if want == "" {
+		return tables, nil
+	}
+	if !strings.Contains(want, ".") {
+		want = schema + "." + want
+	}
+	for _, t := range tables {
+		if strings.EqualFold(t.String(), want) {
+			return []*binlog.Table{t}, nil
+		}
+	}
+	return nil, fmt.Errorf("verify: --table %s is not an outbox table of this source (it reads %s)", want, tableNames(tables))
+}
+
+func tableNames(tables []*binlog.Table) string {
 	names := make([]string, len(tables))
 	for i, t := range tables {
 		names[i] = t.String()
 	}
-	return nil, fmt.Errorf("verify: the source reads %d outbox tables (%s): give --table schema.table; verify checks one table at a time "+
-		"(records name no table, and the ids of different tables may overlap: records of another table with an id of this one count as this table's)",
-		len(tables), strings.Join(names, ", "))
+	return strings.Join(names, ", ")
 }
 
-// Run compares the topics with the outbox table's rows of the id range
-// (see the verify command): records are read from the beginning of each
-// topic, rows streamed from the table; with Wait, missing events are
-// re-checked until they arrive or Wait passes. The table's mapping says
-// which column is the id, which header holds the ordering column and
-// which topics the records went to.
-func Run(ctx context.Context, cfg config.Config, o Options) (AuditReport, error) {
-	src := cfg.Source
-	srv, err := binlog.Connect(ctx, src, zap.NewNop())
-	if err != nil {
-		return AuditReport{}, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
-	}
-	defer srv.Close()
-	ts, err := binlog.NewTableSet(src, cfg.Router.Topic)
-	if err != nil {
-		return AuditReport{}, err
-	}
-	tables, err := ts.Check(srv)
-	if err != nil {
-		return AuditReport{}, fmt.Errorf("verify: %w", err)
-	}
-	tbl, err := pickTable(tables, o.Table, src.Schema)
-	if err != nil {
-		return AuditReport{}, err
-	}
-	lay := newLayout(tbl)
-	conn, err := binlog.Dial(ctx, src, src.Schema)
-	if err != nil {
-		return AuditReport{}, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
-	}
-	defer conn.Close()
-	table := lay.quoted
-	var lo, hi uint64
+// TableReport is the audit of one outbox table.
+type TableReport struct {
+	Table string // "schema.table"
+	AuditReport
+}
+
+// plan is what verify checks of one table: its layout, the id range (an
+// integer id column) and the topics its rows went to.
+type plan struct {
+	tbl    *binlog.Table
+	lay    layout
+	lo, hi uint64
+	topics []string
+	audit  *Audit
+}
+
+// errNoTopics: no row of the range names a topic (an empty table under a
+// topic template or column).
+var errNoTopics = errors.New("no topics for the rows in range")
+
+// planTable reads tbl's id range and topics (o.Topics when given).
+func planTable(conn *client.Conn, tbl *binlog.Table, o Options) (plan, error) {
+	p := plan{tbl: tbl, lay: newLayout(tbl)}
+	lay := p.lay
 	if lay.intID {
-		r, err := conn.Execute(fmt.Sprintf("SELECT COALESCE(MIN(%s),0), COALESCE(MAX(%s),0) FROM %s", lay.id(), lay.id(), table))
+		r, err := conn.Execute(fmt.Sprintf("SELECT COALESCE(MIN(%s),0), COALESCE(MAX(%s),0) FROM %s", lay.id(), lay.id(), lay.quoted))
 		if err != nil {
-			return AuditReport{}, fmt.Errorf("verify: read id range of %s: %w", table, err)
+			return p, fmt.Errorf("verify: read id range of %s: %w", lay.quoted, err)
 		}
-		lo, _ = r.GetUint(0, 0)
-		hi, _ = r.GetUint(0, 1)
+		p.lo, _ = r.GetUint(0, 0)
+		p.hi, _ = r.GetUint(0, 1)
 		if o.SinceID > 0 {
-			lo = o.SinceID
+			p.lo = o.SinceID
 		}
 		if o.UntilID > 0 {
-			hi = o.UntilID
+			p.hi = o.UntilID
 		}
-		if hi < lo {
-			return AuditReport{}, fmt.Errorf("verify: empty id range %d … %d", lo, hi)
+		if p.hi < p.lo {
+			return p, fmt.Errorf("verify: %s: empty id range %d … %d", tbl, p.lo, p.hi)
 		}
 	} else if o.SinceID > 0 || o.UntilID > 0 {
-		return AuditReport{}, fmt.Errorf("verify: --since-id and --until-id need an integer id column; %s's id column %s is a string: every row is checked",
+		return p, fmt.Errorf("verify: --since-id and --until-id need an integer id column; %s's id column %s is a string: every row is checked",
 			tbl, lay.m.Name(lay.m.ID))
 	}
-	topics := o.Topics
-	if len(topics) == 0 {
-		if topics, err = topicsOf(conn, lay, lo, hi); err != nil {
-			return AuditReport{}, err
+	p.topics = o.Topics
+	if len(p.topics) == 0 {
+		var err error
+		if p.topics, err = topicsOf(conn, lay, p.lo, p.hi); err != nil {
+			return p, err
 		}
 	}
 	order := "order by " + lay.order
@@ -167,26 +154,106 @@ func Run(ctx context.Context, cfg config.Config, o Options) (AuditReport, error)
 		order = "order not checked (the mapping has no ordering column, or none published as a header)"
 	}
 	if lay.intID {
-		fmt.Fprintf(o.Log, "verify: ids %d … %d of %s against topics %s; key %s, %s\n", lo, hi, table, strings.Join(topics, ", "), keyCols(lay.m), order)
+		fmt.Fprintf(o.Log, "verify: ids %d … %d of %s against topics %s; key %s, %s\n", p.lo, p.hi, lay.quoted, strings.Join(p.topics, ", "), keyCols(lay.m), order)
 	} else {
-		fmt.Fprintf(o.Log, "verify: every row of %s (string ids) against topics %s; key %s, %s\n", table, strings.Join(topics, ", "), keyCols(lay.m), order)
+		fmt.Fprintf(o.Log, "verify: every row of %s (string ids) against topics %s; key %s, %s\n", lay.quoted, strings.Join(p.topics, ", "), keyCols(lay.m), order)
 	}
-
-	audit := NewStringAudit()
+	p.audit = NewStringAudit()
 	if lay.intID {
-		audit = NewAudit(lo, hi)
+		p.audit = NewAudit(p.lo, p.hi)
 	}
-	audit.SetOrder(lay.order)
+	p.audit.SetOrder(lay.order)
+	return p, nil
+}
+
+// Run compares the topics with the outbox table's rows of the id range
+// (see the verify command), for the table o.Table names or, without it,
+// for each outbox table of the source: one report per table, in the
+// order of source.tables. Records are read once from the beginning of each
+// topic (the union of the tables' topics) and each is audited for every
+// table whose topics hold it; rows are streamed from each table; with
+// Wait, missing events are re-checked until they arrive or Wait passes.
+// Each table's mapping says which column is the id, which header holds
+// the ordering column and which topics the records went to.
+//
+// Records name no table, so with several tables two that publish to one
+// topic must not share an event id (a record would count for both): Run
+// checks this first (sharedID) and refuses, naming the tables, the id and
+// the fixes. A table without rows (no topics under a template) gets an
+// empty report.
+func Run(ctx context.Context, cfg config.Config, o Options) ([]TableReport, error) {
+	src := cfg.Source
+	srv, err := binlog.Connect(ctx, src, zap.NewNop())
+	if err != nil {
+		return nil, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
+	}
+	defer srv.Close()
+	ts, err := binlog.NewTableSet(src, cfg.Router.Topic)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := ts.Check(srv)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	picked, err := pickTables(tables, o.Table, src.Schema)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := binlog.Dial(ctx, src, src.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
+	}
+	defer conn.Close()
+	plans := make([]plan, 0, len(picked))
+	for _, tbl := range picked {
+		p, err := planTable(conn, tbl, o)
+		if errors.Is(err, errNoTopics) && len(picked) > 1 {
+			// One table of several has nothing to check yet (an empty shard).
+			fmt.Fprintf(o.Log, "verify: no row of %s in range names a topic: nothing to check there\n", p.lay.quoted)
+			p.audit = NewStringAudit()
+			if p.lay.intID {
+				p.audit = NewAudit(p.lo, p.hi)
+			}
+		} else if err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
+	if len(plans) > 1 {
+		if err := checkDisjoint(conn, plans); err != nil {
+			return nil, err
+		}
+	}
+	var topics []string
+	for _, p := range plans {
+		for _, t := range p.topics {
+			if !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
 	consumers := make([]*Consumer, len(topics))
 	for i, t := range topics {
 		consumers[i] = NewConsumer(cfg.Kafka, t)
+	}
+	// audits[i]: the audits of the tables publishing to topics[i].
+	audits := make([][]*Audit, len(topics))
+	for i, t := range topics {
+		for _, p := range plans {
+			if slices.Contains(p.topics, t) {
+				audits[i] = append(audits[i], p.audit)
+			}
+		}
 	}
 	deadline := time.Now().Add(o.Wait)
 	var read int64
 	for {
 		for i, c := range consumers {
 			err := c.Each(ctx, func(rec Record) error {
-				audit.Add(rec)
+				for _, a := range audits[i] {
+					a.Add(rec)
+				}
 				read++
 				if o.Progress != nil {
 					o.Progress(read, fmt.Sprintf("%s/%d@%d", topics[i], rec.Partition, rec.Offset))
@@ -195,27 +262,126 @@ func Run(ctx context.Context, cfg config.Config, o Options) (AuditReport, error)
 			})
 			if err != nil {
 				if errors.Is(err, kafka.UnknownTopicOrPartition) {
-					return AuditReport{}, fmt.Errorf("read topic %s: %w; check the mapping's topic / router.topic (or --topic): the topic does not exist on %s", topics[i], err, strings.Join(cfg.Kafka.Brokers, ","))
+					return nil, fmt.Errorf("read topic %s: %w; check the mapping's topic / router.topic (or --topic): the topic does not exist on %s", topics[i], err, strings.Join(cfg.Kafka.Brokers, ","))
 				}
-				return AuditReport{}, fmt.Errorf("read topic %s: %w", topics[i], err)
+				return nil, fmt.Errorf("read topic %s: %w", topics[i], err)
 			}
 		}
 		// Rows are checked on a fresh audit copy each pass: only the
 		// records accumulate.
-		rep, err := checkRows(conn, lay, audit, lo, hi)
-		if err != nil {
-			return rep, err
+		reps := make([]TableReport, len(plans))
+		missing := 0
+		for i, p := range plans {
+			rep := p.audit.Clone().Report()
+			if len(p.topics) > 0 {
+				if rep, err = checkRows(conn, p.lay, p.audit, p.lo, p.hi); err != nil {
+					return nil, err
+				}
+			}
+			reps[i] = TableReport{Table: p.tbl.String(), AuditReport: rep}
+			missing += rep.Missing
 		}
-		if rep.Missing == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return rep, nil
+		if missing == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return reps, nil
 		}
-		fmt.Fprintf(o.Log, "verify: %d events missing so far; re-reading (until %s)\n", rep.Missing, deadline.Format(time.TimeOnly))
+		fmt.Fprintf(o.Log, "verify: %d events missing so far; re-reading (until %s)\n", missing, deadline.Format(time.TimeOnly))
 		select {
 		case <-ctx.Done():
-			return rep, nil
+			return reps, nil
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// ErrSharedID: two tables verified together publish to one topic and
+// share an event id, so their records cannot be told apart.
+var ErrSharedID = errors.New("verify: tables share a topic and an event id")
+
+// checkDisjoint returns an ErrSharedID error when two of the plans share
+// a topic and an event id (sharedID), naming the fixes.
+func checkDisjoint(conn *client.Conn, plans []plan) error {
+	var done [][]int
+	for _, t := range allTopics(plans) {
+		var group []int
+		for i, p := range plans {
+			if slices.Contains(p.topics, t) {
+				group = append(group, i)
+			}
+		}
+		if len(group) < 2 || slices.ContainsFunc(done, func(g []int) bool { return slices.Equal(g, group) }) {
+			continue
+		}
+		done = append(done, group)
+		ps := make([]plan, len(group))
+		for j, i := range group {
+			ps[j] = plans[i]
+		}
+		a, b, id, err := sharedID(conn, ps)
+		if err != nil {
+			return err
+		}
+		if id != "" {
+			return fmt.Errorf("%w: %s and %s both publish to topic %s and both hold event id %s: records name no table, so a record would count for both "+
+				"(and hide a missing event of one): give the tables distinct ids (a global id, auto_increment_offset / auto_increment_increment, "+
+				"or each its own AUTO_INCREMENT start) or each its own topic; --table checks one table alone, counting the other's records with its ids as its own",
+				ErrSharedID, a, b, t, id)
+		}
+	}
+	return nil
+}
+
+func allTopics(plans []plan) []string {
+	var out []string
+	for _, p := range plans {
+		for _, t := range p.topics {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// sharedID returns an event id two of ps hold within their ranges, and
+// their names; "" when none does. Integer id ranges that do not overlap
+// need no query; otherwise one query groups the ids of every table
+// (UNION ALL, each within its range).
+func sharedID(conn *client.Conn, ps []plan) (a, b, id string, err error) {
+	if !rangesOverlap(ps) {
+		return "", "", "", nil
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("SELECT CAST(%s AS CHAR) AS id, %d AS t FROM %s%s", p.lay.id(), i, p.lay.quoted, p.lay.where(p.lo, p.hi))
+	}
+	q := "SELECT id, MIN(t), MAX(t) FROM (" + strings.Join(parts, " UNION ALL ") + ") u GROUP BY id HAVING MIN(t) <> MAX(t) LIMIT 1"
+	r, err := conn.Execute(q)
+	if err != nil {
+		return "", "", "", fmt.Errorf("verify: check that the tables sharing a topic share no event id: %w", err)
+	}
+	if r.RowNumber() == 0 {
+		return "", "", "", nil
+	}
+	id, _ = r.GetString(0, 0)
+	i, _ := r.GetInt(0, 1)
+	j, _ := r.GetInt(0, 2)
+	return ps[i].tbl.String(), ps[j].tbl.String(), id, nil
+}
+
+// rangesOverlap reports whether ids of two of ps may coincide: a string id
+// column, or two integer ranges that overlap.
+func rangesOverlap(ps []plan) bool {
+	for i, p := range ps {
+		if !p.lay.intID {
+			return true
+		}
+		for _, q := range ps[i+1:] {
+			if !q.lay.intID || p.lo <= q.hi && q.lo <= p.hi {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func keyCols(m *mapping.Mapping) string {
@@ -306,7 +472,7 @@ func topicsOf(conn *client.Conn, lay layout, lo, hi uint64) ([]string, error) {
 		out = append(out, t)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("verify: no topics for the rows of %s in range; give --topic", lay.quoted)
+		return nil, fmt.Errorf("verify: %w of %s; give --topic", errNoTopics, lay.quoted)
 	}
 	slices.Sort(out)
 	return out, nil

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,26 +55,49 @@ func TestChecker(t *testing.T) {
 	}
 }
 
-// verify checks one table: the only one, or the one --table names (in
-// source.schema without a schema); several without --table are refused.
-func TestPickTable(t *testing.T) {
+// verify checks the table --table names (in source.schema without a
+// schema), or every table of the source.
+func TestPickTables(t *testing.T) {
 	a, b := &binlog.Table{Schema: "im", Name: "t_00"}, &binlog.Table{Schema: "im", Name: "t_01"}
 	for _, c := range []struct {
 		tables []*binlog.Table
 		want   string
-		got    *binlog.Table
+		got    []*binlog.Table
 		err    string
 	}{
-		{[]*binlog.Table{a}, "", a, ""},
-		{[]*binlog.Table{a, b}, "t_01", b, ""},
-		{[]*binlog.Table{a, b}, "IM.T_00", a, ""},
-		{[]*binlog.Table{a, b}, "", nil, "give --table schema.table"},
+		{[]*binlog.Table{a}, "", []*binlog.Table{a}, ""},
+		{[]*binlog.Table{a, b}, "t_01", []*binlog.Table{b}, ""},
+		{[]*binlog.Table{a, b}, "IM.T_00", []*binlog.Table{a}, ""},
+		{[]*binlog.Table{a, b}, "", []*binlog.Table{a, b}, ""},
 		{[]*binlog.Table{a, b}, "other.t_00", nil, "is not an outbox table of this source (it reads im.t_00, im.t_01)"},
 		{nil, "", nil, "no outbox table"},
 	} {
-		got, err := pickTable(c.tables, c.want, "im")
-		if got != c.got || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
-			t.Errorf("pickTable(%d tables, %q) = %v, %v; want %v, %q", len(c.tables), c.want, got, err, c.got, c.err)
+		got, err := pickTables(c.tables, c.want, "im")
+		if !slices.Equal(got, c.got) || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("pickTables(%d tables, %q) = %v, %v; want %v, %q", len(c.tables), c.want, got, err, c.got, c.err)
+		}
+	}
+}
+
+// Tables verified together whose integer id ranges are disjoint cannot
+// share an id (no query); overlapping ranges or a string id column may.
+func TestRangesOverlap(t *testing.T) {
+	ip := func(lo, hi uint64) plan { return plan{lay: layout{intID: true}, lo: lo, hi: hi} }
+	sp := plan{lay: layout{intID: false}}
+	for _, c := range []struct {
+		name string
+		ps   []plan
+		want bool
+	}{
+		{"one table", []plan{ip(1, 100)}, false},
+		{"disjoint", []plan{ip(1, 100), ip(101, 200), ip(1000, 2000)}, false},
+		{"touching", []plan{ip(1, 100), ip(100, 200)}, true},
+		{"nested", []plan{ip(1, 1000), ip(500, 600)}, true},
+		{"the last two overlap", []plan{ip(1, 10), ip(20, 30), ip(25, 40)}, true},
+		{"a string id", []plan{ip(1, 10), sp}, true},
+	} {
+		if got := rangesOverlap(c.ps); got != c.want {
+			t.Errorf("%s: rangesOverlap = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

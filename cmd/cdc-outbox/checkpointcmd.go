@@ -164,9 +164,15 @@ accepted too. The current partition count of each topic is stored with it
 (this confirms a partition count change).
 
 It prints the old and the new checkpoint. It refuses (exit 1) while a
-replica with source.server-id is registered on the server, i.e. while the
-publisher seems to be running, unless --force: there is no lock, and a
-running publisher overwrites the checkpoint at its next write.`,
+publisher seems to be running, unless --force:
+  - an instance holds the source's lease (the lease key of checkpoint.key
+    in Redis: the publishing instance holds it under ha.enabled, the
+    default; a killed instance's lease expires within ha.lease-ttl);
+  - a replica with source.server-id is registered on the server (a
+    publisher without leases registers as source.server-id; a killed one's
+    registration goes away within seconds).
+There is no lock: a publisher started after these checks overwrites the
+checkpoint at its next write.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.LoadSource(path, config.ScopeOps, source)
@@ -194,7 +200,7 @@ running publisher overwrites the checkpoint at its next write.`,
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file")
 	cmd.Flags().StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
-	cmd.Flags().BoolVar(&force, "force", false, "write even though the publisher seems to be running (it overwrites the checkpoint at its next write)")
+	cmd.Flags().BoolVar(&force, "force", false, "write even though a publisher seems to be running (an instance holds the source's lease, or a replica with source.server-id is registered); it overwrites the checkpoint at its next write")
 	return cmd
 }
 
