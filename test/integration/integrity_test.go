@@ -222,7 +222,9 @@ func TestFragmentedTransactionPositions(t *testing.T) {
 }
 
 // binlogPath returns the path of the server's binlog file (the server runs
-// on this machine: the dev stack).
+// on this machine: the dev stack; one in a chroot, dev-stack's MySQL 9.7
+// and MariaDB 11.8, names its directory inside the root, the stack's env
+// names it outside: CDC_MYSQL_BINLOG_DIR).
 func (e *env) binlogPath(file string) string {
 	e.t.Helper()
 	c := e.sql()
@@ -232,21 +234,19 @@ func (e *env) binlogPath(file string) string {
 		e.t.Fatal(err)
 	}
 	base, _ := r.GetString(0, 0)
-	return filepath.Join(filepath.Dir(base), file)
+	dir := filepath.Dir(base)
+	if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
+		dir = envOr("CDC_MYSQL_BINLOG_DIR", dir)
+	}
+	return filepath.Join(dir, file)
 }
 
-// masterStatus returns the server's current binlog end.
+// masterStatus returns the server's current binlog end (SHOW BINARY LOG
+// STATUS: MySQL 9 removed SHOW MASTER STATUS).
 func (e *env) masterStatus() filePos {
 	e.t.Helper()
-	c := e.sql()
-	defer c.Close()
-	r, err := c.Execute("SHOW MASTER STATUS")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	f, _ := r.GetString(0, 0)
-	p, _ := r.GetUint(0, 1)
-	return filePos{file: f, pos: uint32(p)}
+	f, p := e.masterPos()
+	return filePos{file: f, pos: p}
 }
 
 // Issue 12 item 5: the live stream verifies binlog event checksums. One
