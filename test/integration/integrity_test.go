@@ -5,9 +5,11 @@ package integration
 import (
 	"bytes"
 	"context"
+	bin "encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
+	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 )
 
@@ -317,8 +320,20 @@ func TestLiveStreamChecksumMismatch(t *testing.T) {
 		t.Fatalf("exit code %d, want 1", code)
 	}
 	b, _ := os.ReadFile(p.log)
-	if !logHas(p.log, "binlog event checksum mismatch in the event starting at "+before.file+":") {
+	m := regexp.MustCompile(`binlog event checksum mismatch in the event starting at (\S+:\d+)`).FindSubmatch(b)
+	if m == nil || !strings.HasPrefix(string(m[1]), before.file+":") {
 		t.Fatalf("the log does not report a checksum mismatch with the event's position:\n%s", tail(string(b), 5))
+	}
+	// The event named is the rows event holding the flipped byte (MariaDB
+	// 11.4+ writes no end_log_pos inside a transaction: the position is
+	// counted from the transaction's start).
+	named := parseFilePos(t, string(m[1]))
+	var start int // the event holding the damaged byte: walk the file's events by their size fields
+	for off := 4; off+13 <= len(data) && off <= at; off += int(bin.LittleEndian.Uint32(data[off+9:])) {
+		start = off
+	}
+	if typ := replication.EventType(data[start+4]); int(named.pos) != start || !strings.Contains(typ.String(), "RowsEvent") {
+		t.Fatalf("the event named starts at %d, the damaged byte %d is in the %s event starting at %d", named.pos, at, typ, start)
 	}
 	t.Logf("%s", tail(string(b), 1))
 }
