@@ -22,14 +22,18 @@ const checksumTimeout = 10 * time.Second
 // event failed; this tells a damaged event, which no restart gets past,
 // from a passing failure. ok is false when every event read verifies
 // (until the stream is idle for a second, or checksumTimeout) or the
-// server sends no checksums (binlog_checksum=NONE).
-func corruptAfter(ctx context.Context, cfg Config, flavor string, from Position, log *zap.Logger) (at Position, ok bool, err error) {
+// server sends no checksums (binlog_checksum=NONE). fill is set for a
+// server that writes end_log_pos 0 inside transactions (MariaDB 11.4+,
+// see Reader.omitsPositions): go-mysql then fills the positions in, as
+// for the Reader, so that the rows events of a transaction are verified
+// and the damaged one named.
+func corruptAfter(ctx context.Context, cfg Config, flavor string, fill bool, from Position, log *zap.Logger) (at Position, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, checksumTimeout)
 	defer cancel()
 	c := cfg
 	c.ServerID = cfg.ServerID ^ 1<<31 // not the Reader's own registration, still held
 	syncer, err := newSyncer(ctx, c, flavor, log, func(sc *replication.BinlogSyncerConfig) {
-		sc.RawModeEnabled, sc.VerifyChecksum = true, false
+		sc.RawModeEnabled, sc.VerifyChecksum, sc.FillZeroLogPos = true, false, fill
 	})
 	if err != nil {
 		return Position{}, false, err
@@ -61,8 +65,9 @@ func corruptAfter(ctx context.Context, cfg Config, flavor string, from Position,
 		if !crc {
 			return Position{}, false, nil
 		}
-		if ev.Header.LogPos == 0 || ev.Header.EventType == replication.HEARTBEAT_EVENT || ev.Header.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
-			continue // artificial events
+		if ev.Header.LogPos == 0 || ev.Header.Flags&replication.LOG_EVENT_ARTIFICIAL_F != 0 ||
+			ev.Header.EventType == replication.HEARTBEAT_EVENT || ev.Header.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
+			continue // artificial events (not in the file; with fill, the only ones left without a position)
 		}
 		if verifyChecksum(ev.RawData) != nil {
 			return Position{File: file, Pos: eventStart(ev.Header)}, true, nil

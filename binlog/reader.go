@@ -249,7 +249,11 @@ func (r *Reader) checksumFailed(ctx context.Context, err error, from Position) (
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || from.File == "" || from.Pos < 4 {
 		return Position{}, false, nil
 	}
-	return corruptAfter(ctx, r.cfg, r.flavor, from, r.log)
+	fill, err := r.omitsPositions(ctx)
+	if err != nil {
+		return Position{}, false, err
+	}
+	return corruptAfter(ctx, r.cfg, r.flavor, fill, from, r.log)
 }
 
 // Fragment sizes of large transactions (see Txn.Partial).
