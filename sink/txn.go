@@ -314,11 +314,10 @@ func (c *Producer) TxnOpen() (time.Time, bool) {
 // consumers at once. Every round of it must have been waited (Wait) and
 // acknowledged; nil at once when none is open (or without exactly-once).
 // On a *FencedError the producer id is dropped. Another error leaves the
-// transaction's outcome to the caller: a definite refusal (errors.As a
-// kafka.Error: CommitRefused reports it) means it was not committed,
-// Abort it and produce its rounds again; no answer (a connection lost on
-// every attempt) means it may have been, and only a restart's start
-// decision (SettleTransactions, CommittedHeads) can tell.
+// transaction's outcome to the caller: a definite refusal (see
+// CommitRefused) means it was not committed: Abort it and produce its
+// rounds again; any other error means it may have been, and only a
+// restart's start decision (SettleTransactions, CommittedHeads) can tell.
 func (c *Producer) Commit(ctx context.Context) error {
 	if c.txn == nil || !c.txn.open {
 		return nil
@@ -334,11 +333,15 @@ func (c *Producer) Commit(ctx context.Context) error {
 }
 
 // CommitRefused reports whether a Commit error is the coordinator's
-// definite refusal (an error code: the transaction was not committed)
-// rather than a lost answer (the outcome unknown).
+// definite refusal (an error code that no retry changes, such as
+// INVALID_TXN_STATE: the transaction was not committed) rather than an
+// unknown outcome: no answer, or retriable answers until the attempts ran
+// out (CONCURRENT_TRANSACTIONS is also the answer to a commit request
+// sent again while the coordinator completes the first one, whose answer
+// was lost; NOT_COORDINATOR after a lost answer, likewise).
 func CommitRefused(err error) bool {
 	var ke kafka.Error
-	return errors.As(err, &ke)
+	return errors.As(err, &ke) && classifyTxn(ke) == txnAbortable
 }
 
 // Abort aborts the open transaction (EndTxn abort) after one of its rounds

@@ -567,3 +567,87 @@ func TestKfakeTxnWriterCrashMidTransaction(t *testing.T) {
 	<-ld.done
 	checkOnce(t, "read_committed after the restart", eventIDs(t, cl.ListenAddrs(), kgo.ReadCommitted()), 1, 88)
 }
+
+// A round that cannot be begun inside an open transaction of several
+// rounds (its new partition's AddPartitionsToTxn refused: INVALID_TXN_STATE)
+// aborts the transaction; every round of it and the new one are produced
+// again, each event seen once.
+func TestKfakeTxnWriterAddRefused(t *testing.T) {
+	cl, _ := kfakeFault(t, -1, 0, 0)
+	var adds, refused atomic.Int32
+	cl.ControlKey(int16(kmsg.AddPartitionsToTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cl.KeepControl()
+		if adds.Add(1) != 2 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		r := req.(*kmsg.AddPartitionsToTxnRequest)
+		resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		for _, tp := range r.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = tp.Topic
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, 48
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	w := eosWriter(t, cl, 30*time.Second)
+	l := collectAcks(w)
+	// Three rounds of conversation 1 alone (one partition), then all.
+	var txns []binlog.Txn
+	for i := range 6 {
+		id := uint64(1 + 5*i)
+		txns = append(txns, txn(uint32(id*100+500), ev(id, 1, `{}`), ev(id+1, 1, `{}`), ev(id+2, 1, `{}`), ev(id+3, 1, `{}`), ev(id+4, 1, `{}`)))
+	}
+	txns = append(txns, binlogTxns(31, 3, 3, 3, 3, 3, 3)...)
+	if err := w.Run(context.Background(), queued(txns, true)); err != nil {
+		t.Fatal(err)
+	}
+	<-l.done
+	if refused.Load() != 1 || l.events.Load() != 48 {
+		t.Fatalf("%d AddPartitionsToTxn refused, %d events acknowledged; want 1, 48", refused.Load(), l.events.Load())
+	}
+	checkOnce(t, "read_committed", eventIDs(t, cl.ListenAddrs(), kgo.ReadCommitted()), 1, 48)
+}
+
+// A commit whose outcome stays unknown (CONCURRENT_TRANSACTIONS on every
+// attempt: also the answer to a commit sent again while the first one is
+// being completed) is not produced again: the Writer stops with a
+// *WriteError naming the commit, nothing acknowledged, each record
+// written once (the restart's start decision reads what was committed).
+func TestKfakeTxnWriterCommitUnknown(t *testing.T) {
+	cl, _ := kfakeFault(t, -1, 0, 0)
+	cl.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cl.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if !r.Commit {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = 51 // CONCURRENT_TRANSACTIONS
+		return resp, nil, true
+	})
+	w := eosWriter(t, cl, 30*time.Second)
+	l := collectAcks(w)
+	err := w.Run(context.Background(), queued(binlogTxns(1, 4, 4, 4, 4, 4, 4, 4, 4), true))
+	<-l.done
+	var we *WriteError
+	if !errors.As(err, &we) || !errors.Is(err, kafka.ConcurrentTransactions) || IsFatal(err) {
+		t.Fatalf("Run = %v, want a restartable *WriteError with CONCURRENT_TRANSACTIONS", err)
+	}
+	t.Log(err)
+	if len(l.acks) != 0 {
+		t.Fatalf("acknowledged %v before any commit succeeded", l.acks)
+	}
+	all := 0
+	for _, ids := range eventIDs(t, cl.ListenAddrs(), kgo.ReadUncommitted()) {
+		all += len(ids)
+	}
+	if all != 32 {
+		t.Errorf("read_uncommitted: %d records, want 32 (written once, not produced again)", all)
+	}
+}
