@@ -33,8 +33,8 @@ type Config struct {
 	// Delivery is the delivery guarantee: DeliveryAtLeastOnce
 	// ("at-least-once", the default: the idempotent producer; a restart
 	// publishes the records after the checkpoint again) or
-	// DeliveryExactlyOnce ("exactly-once": each produce round is one Kafka
-	// transaction, KIP-98, and a restart resumes after the last committed
+	// DeliveryExactlyOnce ("exactly-once": the produce rounds go into Kafka
+	// transactions, KIP-98, and a restart resumes after the last committed
 	// one, so that a consumer reading with isolation.level=read_committed
 	// sees each event once; see docs/delivery.md). Exactly-once needs
 	// Idempotent and Kafka 3.6 or later (KIP-890 partition verification);

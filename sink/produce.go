@@ -242,7 +242,7 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		return nil
 	}
 	if c.txn != nil {
-		return c.writeTxn(ctx, msgs) // txn.go: one transaction per round
+		return c.writeTxn(ctx, msgs) // txn.go: a transaction of its own (the Writer's rounds: Begin, Commit)
 	}
 	r, err := c.Begin(ctx, msgs)
 	if err != nil {
