@@ -154,6 +154,23 @@ func TestDecideExactlyOnce(t *testing.T) {
 	partial := map[int]map[string]string{0: {"binlog_txn_end": "b.000003:1500", sink.HeaderTxnPartial: "true"}, 1: {"binlog_txn_end": "b.000003:1200"}}
 	allPartial := map[int]map[string]string{0: {"binlog_txn_end": "b.000003:1500", sink.HeaderTxnPartial: "true"}}
 	backfilled := map[int]map[string]string{0: {"binlog_txn_end": "b.000009:4", HeaderBackfill: "true"}}
+	// A Kafka transaction of several rounds (kafka.transaction-interval):
+	// partition 0's newest record is of a binlog transaction that a round
+	// cut (marked partial by its round) and that the next round of the
+	// same Kafka transaction completed on partition 1; partition 2's is of
+	// an earlier binlog transaction of it. The transaction committed whole:
+	// the unmarked ones give the end.
+	spanning := map[int]map[string]string{0: {"binlog_txn_end": "b.000003:1800", sink.HeaderTxnPartial: "true"},
+		1: {"binlog_txn_end": "b.000003:1800"}, 2: {"binlog_txn_end": "b.000003:1300"}}
+	// A crash with a transaction of several rounds open: the new start's
+	// InitProducerId aborted it, so the read_committed heads are the last
+	// committed transaction's. That one ended inside a binlog transaction
+	// (a fragment, or a commit forced at 15 s) that the crashed one was to
+	// complete: partition 2's newest record is of it, marked partial, and
+	// left out; the resume is before it (its first part published again),
+	// never after it.
+	crashed := map[int]map[string]string{0: {"binlog_txn_end": "b.000003:1500"}, 1: {"binlog_txn_end": "b.000003:1400"},
+		2: {"binlog_txn_end": "b.000003:1700", sink.HeaderTxnPartial: "true"}}
 	base := Facts{Key: "k", Server: srv, PositionMode: binlog.ModeFile, Start: "latest", Topic: "im.events", ExactlyOnce: true}
 	with := func(mod func(*Facts)) Facts { f := base; mod(&f); return f }
 	cases := []struct {
@@ -176,6 +193,12 @@ func TestDecideExactlyOnce(t *testing.T) {
 			action: StartAt, start: "b.000003:1500", noteHas: "no checkpoint"},
 		{name: "a partial binlog transaction is not a resume position", f: with(func(f *Facts) { f.Committed = partial }), action: StartAt, start: "b.000003:1200"},
 		{name: "only partial records, no checkpoint: refused as at-least-once", f: with(func(f *Facts) { f.Committed, f.Heads = allPartial, allPartial }), wantErr: binlog.ErrStart},
+		{name: "a Kafka transaction of several rounds: after its last whole binlog transaction", f: with(func(f *Facts) { f.Checkpoint, f.Committed = cp, spanning }),
+			action: StartAt, start: "b.000003:1800", noteHas: "later than the checkpoint"},
+		{name: "crash mid-transaction of several rounds: after the last committed one, never after the partial record", f: with(func(f *Facts) { f.Checkpoint, f.Committed = cp, crashed }),
+			action: StartAt, start: "b.000003:1500"},
+		{name: "crash mid-transaction, checkpoint lost: the same", f: with(func(f *Facts) { f.Committed, f.Heads = crashed, crashed }),
+			action: StartAt, start: "b.000003:1500", noteHas: "no checkpoint"},
 		{name: "backfill records are not a resume position", f: with(func(f *Facts) { f.Checkpoint, f.Committed = cp, backfilled }), action: Resume, at: "b.000003:900"},
 		{name: "checkpoint of another server: the checkpoint rules", f: with(func(f *Facts) { f.Checkpoint, f.Committed, f.Server.ServerID = cp, later, 2 }), wantErr: binlog.ErrStart},
 		{name: "no checkpoint, --start: the operator's start", f: with(func(f *Facts) { f.Committed, f.ExplicitStart, f.Start = later, true, "b.000001:4" }),

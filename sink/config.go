@@ -33,13 +33,25 @@ type Config struct {
 	// Delivery is the delivery guarantee: DeliveryAtLeastOnce
 	// ("at-least-once", the default: the idempotent producer; a restart
 	// publishes the records after the checkpoint again) or
-	// DeliveryExactlyOnce ("exactly-once": each produce round is one Kafka
-	// transaction, KIP-98, and a restart resumes after the last committed
+	// DeliveryExactlyOnce ("exactly-once": the produce rounds go into Kafka
+	// transactions, KIP-98, and a restart resumes after the last committed
 	// one, so that a consumer reading with isolation.level=read_committed
 	// sees each event once; see docs/delivery.md). Exactly-once needs
-	// Idempotent, Kafka 3.6 or later (KIP-890 partition verification) and
-	// one transaction in flight at a time (MaxInFlight 1).
+	// Idempotent and Kafka 3.6 or later (KIP-890 partition verification);
+	// one transaction is open at a time, holding up to MaxInFlight rounds
+	// in flight (TransactionInterval).
 	Delivery string `yaml:"delivery" env:"DELIVERY"`
+	// TransactionInterval is how long a Kafka transaction of exactly-once
+	// delivery stays open for more rounds (as Kafka Streams'
+	// commit.interval.ms): a round begun once it is this old commits the
+	// transaction first (when the transaction ends on a whole binlog
+	// transaction; forced after TransactionTimeout/4). A Writer with
+	// nothing queued commits at once, whatever the age, so that live
+	// latency stays one commit; so does a shutdown. The records of a
+	// round are acknowledged to the checkpoint only after the commit of
+	// its transaction. 0: one round per transaction. Default 100 ms; at
+	// most TransactionTimeout/2 (30 s).
+	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL"`
 	// TransactionalID is the Kafka transactional.id of exactly-once
 	// delivery; "" derives it from the checkpoint key
 	// (DefaultTransactionalID). Two publishers with the same id fence each
@@ -94,6 +106,9 @@ const (
 // DefaultDeadLetterTopic is the default Config.DeadLetterTopic.
 const DefaultDeadLetterTopic = "cdc-outbox.dead-letter"
 
+// DefaultTransactionInterval is the default Config.TransactionInterval.
+const DefaultTransactionInterval = 100 * time.Millisecond
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -107,6 +122,8 @@ func DefaultConfig() Config {
 		Idempotent:      true,
 		DialTimeout:     2 * time.Second,
 		Delivery:        DeliveryAtLeastOnce,
+
+		TransactionInterval: DefaultTransactionInterval,
 
 		OnPoison:        PolicyFail,
 		DeadLetterTopic: DefaultDeadLetterTopic,
@@ -156,6 +173,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("delivery", "%q: want %s or %s", c.Delivery, DeliveryAtLeastOnce, DeliveryExactlyOnce)
+	}
+	if c.TransactionInterval < 0 || c.TransactionInterval > TransactionTimeout/2 {
+		bad("transaction-interval", "%s: want 0 (a transaction per round) to %s (the transaction timeout is %s)", c.TransactionInterval, TransactionTimeout/2, TransactionTimeout)
 	}
 	if len(c.TransactionalID) > 249 || strings.ContainsAny(c.TransactionalID, "\x00\n") {
 		bad("transactional-id", "%q: want at most 249 characters, no NUL or newline", c.TransactionalID)

@@ -3,11 +3,14 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
 )
 
 // flight is a round begun and not yet acknowledged (idempotent producer:
@@ -45,6 +48,13 @@ func (w *Writer) pipelined() bool { return w.prod != nil && w.prod.MaxInFlight()
 // round (landing the oldest first when MaxInFlight are in flight) and
 // leaves its acknowledgement of the first n pending transactions to land.
 func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) error {
+	if w.txnMode() && w.due() {
+		// Exactly-once: the open transaction is old enough; this round
+		// begins the next one.
+		if err := w.commit(ctx); err != nil {
+			return err
+		}
+	}
 	if len(w.flights) >= w.prod.MaxInFlight() {
 		if err := w.land(ctx); err != nil {
 			return err
@@ -52,9 +62,21 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 	}
 	f := flight{msgs: w.msgs, owner: w.owner, pend: slices.Clone(*pending), sizes: slices.Clone(w.sizes), evs: slices.Clone(w.events), owns: slices.Clone(w.owns), n: n, began: time.Now()}
 	if len(f.msgs) > 0 {
+		if w.txnMode() {
+			markPartial(f.msgs, f.owner, f.pend, f.owns, n) // committed.go
+			o := f.owner[len(f.owner)-1]
+			w.whole = o < n && f.pend[o] == f.owns[o]
+		}
 		r, err := w.prod.Begin(ctx, f.msgs)
-		if err != nil {
+		if err != nil && (!w.txnMode() || errors.Is(err, ErrPartitionCount) || IsFatal(err)) {
 			return w.writeError(err, w.owns)
+		} else if err != nil {
+			// Exactly-once: nothing of this round was sent; the open
+			// transaction is aborted and produced again with it.
+			if err := w.redo(ctx, nil, &f, err); err != nil {
+				return err
+			}
+			return w.trim(pending, n, f)
 		}
 		f.r = r
 	} else if len(w.flights) == 0 {
@@ -62,6 +84,12 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 		return w.landed(ctx, f, pending)
 	}
 	w.flights = append(w.flights, f)
+	return w.trim(pending, n, f)
+}
+
+// trim drops the first n pending transactions (their acknowledgement is
+// f's) and starts the next round.
+func (w *Writer) trim(pending *[]binlog.Position, n int, f flight) error {
 	*pending = append((*pending)[:0], (*pending)[n:]...)
 	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
 	w.events = append(w.events[:0], w.events[n:]...)
@@ -91,6 +119,9 @@ func (w *Writer) settle(ctx context.Context) error {
 			return err
 		}
 	}
+	if w.txnMode() {
+		return w.commit(ctx)
+	}
 	return nil
 }
 
@@ -106,6 +137,9 @@ func (w *Writer) land(ctx context.Context) error {
 	err := w.wait(ctx, f)
 	if err == nil {
 		return w.done(ctx, f)
+	}
+	if w.txnMode() {
+		return w.redo(ctx, &f, nil, err)
 	}
 	later := w.flights
 	w.flights = nil
@@ -181,11 +215,172 @@ func (w *Writer) recover(ctx context.Context, f flight, err error) error {
 }
 
 // done acknowledges a landed round: the end of its last complete
-// transaction, with the budget and rows of its transactions.
+// transaction, with the budget and rows of its transactions. Exactly-once:
+// while a transaction is open (or rounds before f wait for its commit),
+// f waits for the commit too (commit releases it).
 func (w *Writer) done(ctx context.Context, f flight) error {
+	if w.txnMode() {
+		if _, open := w.prod.TxnOpen(); open || len(w.uncommitted) > 0 {
+			w.uncommitted = append(w.uncommitted, f)
+			return nil
+		}
+	}
 	if err := w.ackFirst(ctx, pendingTxns{f.pend, f.sizes, f.evs, f.owns}, f.n); err != nil {
 		return err
 	}
 	clear(f.msgs)
+	return nil
+}
+
+// Exactly-once delivery with rounds pipelined inside a Kafka transaction
+// (as Kafka Streams' commit.interval.ms): the Writer begins rounds into
+// the open transaction (the Producer adds new partitions before sending,
+// sequences continue within the epoch, up to MaxInFlight rounds in
+// flight) and commits it when Config.TransactionInterval has passed since
+// it began (before the next round, at a whole binlog transaction), when
+// nothing is gathered nor queued (Run), or at settle (shutdown, a poison
+// record, a dead letter). A landed round's acknowledgement waits in
+// uncommitted until the commit succeeded. When a round, or the commit,
+// fails, the transaction is aborted and every round of it is produced
+// again (redo); a commit whose answer never came fails the pipeline.
+
+// txnMode reports whether the Writer pipelines rounds inside Kafka
+// transactions (exactly-once with the real Producer).
+func (w *Writer) txnMode() bool { return w.prod != nil && w.prod.txn != nil }
+
+// due reports whether the open transaction is to be committed before the
+// next round: TransactionInterval passed since it began, and its last
+// round ended on a whole binlog transaction (no record of it is then
+// marked binlog_txn_partial only because the commit cut it; forced once
+// the transaction is TransactionTimeout/4 old, long before the
+// coordinator would abort it).
+func (w *Writer) due() bool {
+	began, open := w.prod.TxnOpen()
+	if !open {
+		return false
+	}
+	age := time.Since(began)
+	return age >= w.cfg.TransactionInterval && (w.whole || age >= TransactionTimeout/4)
+}
+
+// commit lands every round in flight, commits the open transaction and
+// releases the acknowledgements of its rounds, in order. A refused commit
+// (the transaction was not committed) aborts it and produces its rounds
+// again (redo); a fence, or a commit with no answer (the outcome unknown:
+// only the start decision can tell what was committed), is a *WriteError.
+func (w *Writer) commit(ctx context.Context) error {
+	for len(w.flights) > 0 {
+		if err := w.land(ctx); err != nil {
+			return err
+		}
+	}
+	if err := w.prod.Commit(ctx); err != nil {
+		if errors.Is(err, ErrFenced) || !CommitRefused(err) {
+			var last *kafka.Message
+			var pos binlog.Position
+			for _, f := range w.uncommitted {
+				if len(f.msgs) > 0 {
+					last, pos = &f.msgs[len(f.msgs)-1], f.owns[f.owner[len(f.msgs)-1]]
+				}
+			}
+			if last == nil {
+				return fmt.Errorf("sink: %w", err)
+			}
+			return &WriteError{EventID: header(last, router.HeaderEventID), Topic: last.Topic, Pos: pos, Err: fmt.Errorf("commit of the transaction holding it: %w", err)}
+		}
+		return w.redo(ctx, nil, nil, err)
+	}
+	return w.release(ctx)
+}
+
+// release acknowledges the rounds of the committed transaction, as one Ack.
+func (w *Writer) release(ctx context.Context) error {
+	var a Ack
+	for _, f := range w.uncommitted {
+		if f.n > 0 {
+			a.End = f.pend[f.n-1]
+		}
+		a.Txns += f.n
+		for i := range f.n {
+			a.Held += f.sizes[i]
+			a.Events += f.evs[i]
+		}
+		clear(f.msgs)
+	}
+	clear(w.uncommitted)
+	w.uncommitted = w.uncommitted[:0]
+	if a.Txns == 0 {
+		return nil
+	}
+	return w.ack(ctx, a)
+}
+
+// redo handles a failure inside the open transaction: the oldest round
+// in flight, f, failed with cause, or the next round, next, could not be
+// begun (nothing of it sent), or the commit was refused (both nil). The
+// rounds still in flight are waited for, the transaction is aborted
+// (Producer.Abort: a new epoch follows), and every round of it, f and next
+// included, is produced again in order, the same records with the same headers, each in a transaction of
+// its own committed before its acknowledgement (WriteMessages: up to
+// txnRedos new transactions; records the broker rejects as too large are
+// resent one at a time, resend). A fence or a fatal cause is a
+// *WriteError at once.
+func (w *Writer) redo(ctx context.Context, f, next *flight, cause error) error {
+	rounds := w.uncommitted
+	w.uncommitted = nil
+	failed := f
+	if f != nil {
+		rounds = append(rounds, *f)
+	}
+	later := w.flights
+	w.flights = nil
+	for _, g := range later {
+		_ = w.wait(ctx, g) // produced again below, whatever the outcome
+	}
+	rounds = append(rounds, later...)
+	if next != nil {
+		rounds, failed = append(rounds, *next), next
+	}
+	if len(rounds) == 0 {
+		return fmt.Errorf("sink: %w", cause)
+	}
+	if failed == nil {
+		failed = &rounds[len(rounds)-1]
+	}
+	// resend and writeError work on w.msgs and w.owner: lend them.
+	msgs, owner, bytes := w.msgs, w.owner, w.bytes
+	defer func() { w.msgs, w.owner, w.bytes = msgs, owner, bytes }()
+	fail := func(g flight, err error) error {
+		if len(g.msgs) == 0 {
+			return fmt.Errorf("sink: %w", err)
+		}
+		w.msgs, w.owner = g.msgs, g.owner
+		return w.writeError(err, g.owns)
+	}
+	if err := w.prod.Abort(ctx); err != nil {
+		return fail(*failed, err)
+	}
+	if IsFatal(first(cause)) || errors.Is(cause, ErrFenced) {
+		return fail(*failed, cause)
+	}
+	records := 0
+	for _, g := range rounds {
+		records += len(g.msgs)
+	}
+	w.log.Warn("transaction aborted; producing its rounds again, each in a new transaction",
+		zap.String("transactional_id", w.cfg.TxnID()), zap.Int("rounds", len(rounds)), zap.Int("records", records), zap.Error(first(cause)))
+	for _, g := range rounds {
+		if len(g.msgs) > 0 {
+			if err := w.kw.WriteMessages(ctx, g.msgs...); err != nil {
+				if err := w.recover(ctx, g, err); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if err := w.done(ctx, g); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -191,9 +191,10 @@ func newProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger, tr transp
 }
 
 // MaxInFlight returns how many rounds may be in flight at once:
-// MaxInFlight with idempotence, else 1.
+// MaxInFlight with idempotence (exactly-once: inside the one open
+// transaction, txn.go), else 1.
 func (c *Producer) MaxInFlight() int {
-	if c.cfg.Idempotent && c.txn == nil { // exactly-once: one transaction at a time
+	if c.cfg.Idempotent {
 		return MaxInFlight
 	}
 	return 1
@@ -241,7 +242,7 @@ func (c *Producer) WriteMessages(ctx context.Context, msgs ...kafka.Message) err
 		return nil
 	}
 	if c.txn != nil {
-		return c.writeTxn(ctx, msgs) // txn.go: one transaction per round
+		return c.writeTxn(ctx, msgs) // txn.go: a transaction of its own (the Writer's rounds: Begin, Commit)
 	}
 	r, err := c.Begin(ctx, msgs)
 	if err != nil {

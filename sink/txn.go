@@ -82,6 +82,7 @@ type txnState struct {
 	coord *brokerConn
 	added map[tp]bool // partitions added to the open transaction
 	open  bool        // AddPartitionsToTxn succeeded since the last EndTxn
+	began time.Time   // when the open transaction's first AddPartitionsToTxn succeeded
 }
 
 // txnTransport is what transactions need of the cluster beyond transport
@@ -140,6 +141,11 @@ func (c *Producer) txnID() string {
 // (errTxnAborted for the acknowledged ones) or the cause. A *FencedError
 // returns at once.
 func (c *Producer) writeTxn(ctx context.Context, msgs []kafka.Message) error {
+	if c.txn.open || len(c.inflight) > 0 {
+		// It would commit the open transaction's other rounds with it,
+		// before their owner acknowledged them (Commit, Writer.commit).
+		return errors.New("sink: WriteMessages while a transaction is open (commit it first)")
+	}
 	for attempt := 1; ; attempt++ {
 		err := c.txnRound(ctx, msgs)
 		if err == nil {
@@ -287,7 +293,72 @@ func (c *Producer) txnAdd(ctx context.Context, r *Round) error {
 	for _, k := range added {
 		c.txn.added[k] = true
 	}
-	c.txn.open = true
+	if !c.txn.open {
+		c.txn.open, c.txn.began = true, time.Now()
+	}
+	return nil
+}
+
+// TxnOpen reports whether a transaction is open (exactly-once: a round
+// was begun since the last commit or abort) and since when (its first
+// AddPartitionsToTxn). false without exactly-once.
+func (c *Producer) TxnOpen() (time.Time, bool) {
+	if c.txn == nil || !c.txn.open {
+		return time.Time{}, false
+	}
+	return c.txn.began, true
+}
+
+// Commit commits the open transaction (EndTxn commit, KIP-98): every
+// round begun since the last commit becomes visible to read_committed
+// consumers at once. Every round of it must have been waited (Wait) and
+// acknowledged; nil at once when none is open (or without exactly-once).
+// On a *FencedError the producer id is dropped. Another error leaves the
+// transaction's outcome to the caller: a definite refusal (see
+// CommitRefused) means it was not committed: Abort it and produce its
+// rounds again; any other error means it may have been, and only a
+// restart's start decision (SettleTransactions, CommittedHeads) can tell.
+func (c *Producer) Commit(ctx context.Context) error {
+	if c.txn == nil || !c.txn.open {
+		return nil
+	}
+	if len(c.inflight) > 0 {
+		return fmt.Errorf("sink: commit with %d rounds in flight", len(c.inflight))
+	}
+	err := c.txnEnd(ctx, true)
+	if errors.Is(err, ErrFenced) {
+		c.txnForget()
+	}
+	return err
+}
+
+// CommitRefused reports whether a Commit error is the coordinator's
+// definite refusal (an error code that no retry changes, such as
+// INVALID_TXN_STATE: the transaction was not committed) rather than an
+// unknown outcome: no answer, or retriable answers until the attempts ran
+// out (CONCURRENT_TRANSACTIONS is also the answer to a commit request
+// sent again while the coordinator completes the first one, whose answer
+// was lost; NOT_COORDINATOR after a lost answer, likewise).
+func CommitRefused(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && classifyTxn(ke) == txnAbortable
+}
+
+// Abort aborts the open transaction (EndTxn abort) after one of its rounds
+// failed, and drops the producer id: the next round's InitProducerId bumps
+// the epoch (refusing any batch of the aborted transaction still on its
+// way) and numbers from 0, so the Producer is no longer broken. Every
+// round begun must have been waited. A failed EndTxn is logged: the next
+// epoch aborts the transaction anyway; a *FencedError returns.
+func (c *Producer) Abort(ctx context.Context) error {
+	if c.txn == nil {
+		return nil
+	}
+	if err := c.txnAbort(ctx); errors.Is(err, ErrFenced) {
+		return err
+	} else if err != nil {
+		c.log.Warn("abort of the transaction failed; the next producer epoch aborts it", zap.String("transactional_id", c.txn.id), zap.Error(err))
+	}
 	return nil
 }
 
@@ -322,6 +393,7 @@ func (c *Producer) txnEnd(ctx context.Context, commit bool) error {
 func (c *Producer) txnAbort(ctx context.Context) error {
 	err := c.txnEnd(ctx, false)
 	c.txnForget()
+	c.broken = nil // the new epoch orders everything after it
 	return err
 }
 

@@ -56,6 +56,12 @@ type Writer struct {
 
 	flights []flight    // rounds in flight (pipelined), oldest first
 	tick    *time.Timer // bounds Run's wait for the oldest round's answer
+
+	// Exactly-once (flight.go, commit): the rounds landed in the open
+	// Kafka transaction, acknowledged once it commits, and whether the
+	// last round begun ended on a whole binlog transaction.
+	uncommitted []flight
+	whole       bool
 }
 
 // Ack reports an acknowledged run of transactions: every record of them,
@@ -185,7 +191,12 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 				if err := w.land(ctx); err != nil {
 					return err
 				}
-				if len(pending) > 0 {
+				if w.txnMode() && len(pending) == 0 && len(in) == 0 {
+					// Exactly-once, nothing gathered nor queued: commit.
+					if err := w.commit(ctx); err != nil {
+						return err
+					}
+				} else if len(pending) > 0 {
 					if err := w.flush(ctx, &pending); err != nil {
 						return err
 					}
@@ -193,6 +204,13 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 				continue
 			}
 		} else {
+			if w.txnMode() && len(in) == 0 {
+				// Exactly-once, nothing queued: commit the open
+				// transaction before waiting (live latency: one commit).
+				if err := w.commit(ctx); err != nil {
+					return err
+				}
+			}
 			select {
 			case txn, ok = <-in:
 			case <-ctx.Done():
