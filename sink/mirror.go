@@ -112,11 +112,24 @@ func LatestByKey(ctx context.Context, cfg Config, topic string, key []byte) ([]b
 		v     []byte
 		found bool
 	}
-	r, err := retryLeader(ctx, func() (res, error) {
-		v, found, err := latestByKey(ctx, cfg, topic, key)
-		return res{v, found}, err
-	})
-	return r.v, r.found, err
+	// A leader moving, dead or paused (its reads time out) is retried
+	// with fresh metadata for startupRetryFor, longer than Kafka takes to
+	// fence it (broker.session.timeout.ms).
+	deadline := time.Now().Add(startupRetryFor)
+	for {
+		r, err := retryLeader(ctx, func() (res, error) {
+			v, found, err := latestByKey(ctx, cfg, topic, key)
+			return res{v, found}, err
+		})
+		if err == nil || errors.Is(err, ErrMirror) || errors.Is(err, ErrSecurity) || !retriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return r.v, r.found, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func latestByKey(ctx context.Context, cfg Config, topic string, key []byte) (value []byte, found bool, err error) {
@@ -163,6 +176,8 @@ func latestInPartition(ctx context.Context, sec *Security, leader, topic string,
 		return nil, false, err
 	}
 	defer conn.Close()
+	// A paused leader accepts the connection and never answers: bounded.
+	_ = conn.SetDeadline(time.Now().Add(startupReadTimeout))
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
 		return nil, false, err

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
@@ -69,12 +70,18 @@ func (c *Consumer) Each(ctx context.Context, fn func(Record) error) error {
 // Seek makes the next Poll or Each start partition at offset.
 func (c *Consumer) Seek(partition int, offset int64) { c.next[partition] = offset }
 
+// readTimeout bounds each request of a partition read.
+const readTimeout = 30 * time.Second
+
 func (c *Consumer) readPartition(ctx context.Context, partition int, fn func(Record) error) error {
 	conn, err := sink.DialLeader(ctx, c.cfg, c.topic, partition)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	// A paused leader accepts the connection and never answers: each
+	// request is bounded (the caller retries).
+	_ = conn.SetDeadline(time.Now().Add(readTimeout))
 	first, last, err := conn.ReadOffsets()
 	if err != nil {
 		return err
@@ -88,6 +95,7 @@ func (c *Consumer) readPartition(ctx context.Context, partition int, fn func(Rec
 		if _, err := conn.Seek(off, kafka.SeekAbsolute); err != nil {
 			return err
 		}
+		_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
 		batch := conn.ReadBatch(1, 64<<20)
 		for {
 			m, err := batch.ReadMessage()
