@@ -56,15 +56,35 @@ var mirrorConfigs = []createtopics.RequestConfig{
 // error names the fix: create the topic by hand, grant the CREATE
 // operation, or set checkpoint.mirror-topic to "".
 func (m *Mirror) Ensure(ctx context.Context) (created bool, err error) {
+	// A controller moving (paused, killed: CreateTopics times out or
+	// names NOT_CONTROLLER) is retried for startupRetryFor, longer than
+	// Kafka takes to elect another.
+	deadline := time.Now().Add(startupRetryFor)
+	for {
+		created, retry, err := m.ensure(ctx)
+		if !retry || time.Now().After(deadline) || ctx.Err() != nil {
+			return created, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// ensure is one try of Ensure; retry reports a failure a later try may
+// not have.
+func (m *Mirror) ensure(ctx context.Context) (created, retry bool, err error) {
 	cl := newCluster(m.cfg.Brokers, m.cfg.DialTimeout, false, nil)
 	cl.sec = NewSecurity(m.cfg)
 	defer cl.close()
 	_, err = clusterPartitions(ctx, cl, m.cfg.Brokers, m.topic)
 	if err == nil {
-		return false, nil
+		return false, false, nil
 	}
 	if !errors.Is(err, kafka.UnknownTopicOrPartition) {
-		return false, err
+		return false, !errors.Is(err, ErrSecurity) && retriable(err), err
 	}
 	res, err := cl.metaRoundTrip(ctx, &createtopics.Request{TimeoutMs: 10000, Topics: []createtopics.RequestTopic{{
 		Name: m.topic, NumPartitions: 1, ReplicationFactor: -1, Configs: mirrorConfigs}}})
@@ -76,10 +96,10 @@ func (m *Mirror) Ensure(ctx context.Context) (created bool, err error) {
 		}
 	}
 	if err != nil {
-		return false, fmt.Errorf("%w: checkpoint.mirror-topic %s does not exist and cannot be created (%v): create it (kafka-topics.sh --create --topic %s --partitions 1 --config cleanup.policy=compact), grant this user CREATE on it, or set checkpoint.mirror-topic: \"\" to keep checkpoints in Redis only",
+		return false, retriable(err), fmt.Errorf("%w: checkpoint.mirror-topic %s does not exist and cannot be created (%v): create it (kafka-topics.sh --create --topic %s --partitions 1 --config cleanup.policy=compact), grant this user CREATE on it, or set checkpoint.mirror-topic: \"\" to keep checkpoints in Redis only",
 			ErrMirror, m.topic, err, m.topic)
 	}
-	return true, nil
+	return true, false, nil
 }
 
 // Save writes value as key's copy and waits until all in-sync replicas
