@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 	fetchAPI "github.com/segmentio/kafka-go/protocol/fetch"
 	listAPI "github.com/segmentio/kafka-go/protocol/listoffsets"
-	"go.uber.org/zap"
 )
 
 // HeaderTxnPartial is the header exactly-once delivery adds to a record
@@ -49,36 +47,14 @@ func CommittedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[
 }
 
 func committedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
-	cl := newCluster(cfg.Brokers, startupDialTimeout, false, zap.NewNop())
-	cl.sec = NewSecurity(cfg)
-	defer cl.close()
-	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
-	if errors.Is(err, kafka.UnknownTopicOrPartition) {
-		return map[int]map[string]string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int]map[string]string, len(meta.Partitions))
-	for _, p := range meta.Partitions {
-		addr, ok := cl.brokers[p.LeaderID]
-		if !ok {
-			return nil, fmt.Errorf("sink: newest committed record of %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
-		}
-		bc, err := cl.dialAddr(ctx, addr)
+	return partitionHeads(ctx, cfg, topic, "newest committed record", func(cl *cluster, addr string, partition int32, dial time.Duration) (map[string]string, error) {
+		bc, err := dialBroker(ctx, addr, dial, cl.sec)
 		if err != nil {
-			return nil, fmt.Errorf("sink: newest committed record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
+			return nil, err
 		}
-		h, err := newestCommitted(ctx, bc, topic, p.PartitionIndex, cfg.WriteTimeout)
-		bc.close()
-		if err != nil {
-			return nil, fmt.Errorf("sink: newest committed record of %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
-		}
-		if h != nil {
-			out[int(p.PartitionIndex)] = h
-		}
-	}
-	return out, nil
+		defer bc.close()
+		return newestCommitted(ctx, bc, topic, partition, cfg.WriteTimeout)
+	})
 }
 
 // newestCommitted reads the headers of partition's newest committed

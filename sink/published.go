@@ -83,6 +83,20 @@ func retryLeader[T any](ctx context.Context, f func() (T, error)) (T, error) {
 }
 
 func newestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
+	return partitionHeads(ctx, cfg, topic, "newest record", func(cl *cluster, addr string, partition int32, dial time.Duration) (map[string]string, error) {
+		return newest(ctx, cl.sec, addr, topic, int(partition), dial)
+	})
+}
+
+// headsReader reads one partition's headers from its leader at addr, the
+// dial and handshake bounded by dial.
+type headsReader func(cl *cluster, addr string, partition int32, dial time.Duration) (map[string]string, error)
+
+// partitionHeads runs read on the leader of each partition of topic and
+// returns the headers found by partition (a missing topic: none), each
+// read retried through leader moves (headsRetrying). what names the
+// record in errors.
+func partitionHeads(ctx context.Context, cfg Config, topic, what string, read headsReader) (map[int]map[string]string, error) {
 	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
 	cl.sec = NewSecurity(cfg)
 	defer cl.close()
@@ -95,7 +109,7 @@ func newestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[s
 	}
 	out := make(map[int]map[string]string, len(meta.Partitions))
 	for _, p := range meta.Partitions {
-		h, err := newestRetrying(ctx, cl, topic, p.PartitionIndex)
+		h, err := headsRetrying(ctx, cl, topic, p.PartitionIndex, what, read)
 		if err != nil {
 			return nil, err
 		}
@@ -112,15 +126,15 @@ func newestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[s
 // (broker.session.timeout.ms, 9 s), after which the leadership moved.
 const startupRetryFor = 20 * time.Second
 
-// newestRetrying is newest on partition's leader (cl's metadata, which
-// a retry of an earlier partition may have refreshed), asking fresh
+// headsRetrying is read on partition's leader (cl's metadata, which a
+// retry of an earlier partition may have refreshed), asking fresh
 // metadata and trying again after a retriable error, for up to
 // startupRetryFor.
-func newestRetrying(ctx context.Context, cl *cluster, topic string, partition int32) (map[string]string, error) {
+func headsRetrying(ctx context.Context, cl *cluster, topic string, partition int32, what string, read headsReader) (map[string]string, error) {
 	deadline := time.Now().Add(startupRetryFor)
 	meta, err := cl.metadata(ctx, topic, false)
 	if err != nil {
-		return nil, fmt.Errorf("sink: newest record of %s/%d: %w", topic, partition, err)
+		return nil, fmt.Errorf("sink: %s of %s/%d: %w", what, topic, partition, err)
 	}
 	first := true
 	for {
@@ -128,7 +142,7 @@ func newestRetrying(ctx context.Context, cl *cluster, topic string, partition in
 		addr, ok := cl.brokers[leader]
 		var err error
 		if !ok {
-			err = fmt.Errorf("sink: newest record of %s/%d: %w", topic, partition, kafka.LeaderNotAvailable)
+			err = fmt.Errorf("sink: %s of %s/%d: %w", what, topic, partition, kafka.LeaderNotAvailable)
 		} else {
 			var h map[string]string
 			// After a failure, a shorter dial: the leader may move any
@@ -138,10 +152,10 @@ func newestRetrying(ctx context.Context, cl *cluster, topic string, partition in
 				dial = startupRetryDial
 			}
 			first = false
-			if h, err = newest(ctx, cl.sec, addr, topic, int(partition), dial); err == nil {
+			if h, err = read(cl, addr, partition, dial); err == nil {
 				return h, nil
 			}
-			err = fmt.Errorf("sink: newest record of %s/%d (leader %s): %w", topic, partition, addr, err)
+			err = fmt.Errorf("sink: %s of %s/%d (leader %s): %w", what, topic, partition, addr, err)
 		}
 		if !retriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, err
