@@ -50,6 +50,13 @@ type Config struct {
 	// /status (default 127.0.0.1:9108, loopback only; "" serves nothing),
 	// host:port.
 	MetricsAddr string `yaml:"metrics-addr" env:"METRICS_ADDR"`
+	// AdaptiveProcs: run's Go scheduler uses one processor while the
+	// process uses less than a third of a core and every CPU as soon as
+	// it uses half of one (package procs: the thread wake-ups between
+	// goroutines were most of the CPU of a trickle of small
+	// transactions). Default true; ignored when GOMAXPROCS is set in the
+	// environment.
+	AdaptiveProcs bool `yaml:"adaptive-procs" env:"ADAPTIVE_PROCS"`
 }
 
 func Default() Config {
@@ -63,6 +70,7 @@ func Default() Config {
 		ShutdownTimeout: 30 * time.Second,
 		RetryBackoffMax: 5 * time.Second,
 		MetricsAddr:     "127.0.0.1:9108",
+		AdaptiveProcs:   true,
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/internal/progress"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
+	"github.com/cdc-outbox/cdc-outbox/procs"
 	"github.com/cdc-outbox/cdc-outbox/status"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -99,6 +100,13 @@ exit 0.`,
 					return exitError{code: 2}
 				}
 				servers = append(servers, srv)
+			}
+			if gov := procs.New(log); gov != nil && cfg.AdaptiveProcs {
+				// Stopped when run returns (deferred before g.Wait), not
+				// only by a signal: run also ends when its sources do.
+				govCtx, stopGov := context.WithCancel(gctx)
+				defer stopGov()
+				g.Go(func() error { return gov.Run(govCtx) })
 			}
 			phase, live := health.NewPhase("connecting to the source"), health.NewRegistry()
 			ticker := live.Ticker("publisher", pipeline.LivenessPeriod(cfg))
