@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
 )
 
 // ErrPublicKeyRetrieval is a plaintext login that needed the server's
@@ -34,6 +36,9 @@ func (c Config) dialer(timeout time.Duration) (func(ctx context.Context, network
 	r := &refusal{}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
+		if err == nil {
+			nc = rawconn.Wrap(nc) // no wake-up of the runtime's monitor per read
+		}
 		if err != nil || c.AllowPublicKeyRetrieval {
 			return nc, err
 		}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
@@ -258,15 +259,23 @@ func (s *Security) Insecure() bool { return s.insecure }
 func (s *Security) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if s == nil {
 		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawconn.Wrap(c), nil // no wake-up of the runtime's monitor per request
 	}
 	if s.err != nil {
 		return nil, &SecurityError{Broker: addr, Setting: "kafka.tls / kafka.sasl", Fix: "fix the files named", Err: s.err}
 	}
 	d := net.Dialer{Timeout: s.timeout, KeepAlive: 30 * time.Second}
 	c, err := d.DialContext(ctx, network, addr)
-	if err != nil || s.tls == nil {
-		return c, err
+	if err != nil {
+		return nil, err
+	}
+	c = rawconn.Wrap(c)
+	if s.tls == nil {
+		return c, nil
 	}
 	conf := s.tls.Clone()
 	if conf.ServerName == "" {
