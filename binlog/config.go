@@ -81,6 +81,15 @@ type Config struct {
 	HeartbeatPeriod time.Duration `yaml:"heartbeat-period" env:"HEARTBEAT_PERIOD"`
 	// ReadTimeout bounds the wait for the next event; must exceed HeartbeatPeriod.
 	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT"`
+	// Linger: after a read of the binlog stream that found it drained
+	// (with less than 64 KiB read since the previous pause), wait this
+	// long before reading again, so that the transactions committed
+	// meanwhile are read, published and acknowledged as one batch (as
+	// Kafka's linger.ms, KIP-1030). It adds at most Linger to the commit
+	// → publish latency of a trickle and divides the publisher's
+	// wake-ups; a backlog is read without pauses. 0 reads at once.
+	// Default 2ms; at most 50ms.
+	Linger time.Duration `yaml:"linger" env:"LINGER"`
 	// ServerIDWait is how long start-up waits for a registration with the
 	// same server_id to go away (the dump thread of a killed publisher
 	// lingers until the server's next write to it) before failing.
@@ -121,6 +130,7 @@ func DefaultConfig() Config {
 		PositionMode:    ModeFile,
 		HeartbeatPeriod: 5 * time.Second,
 		ReadTimeout:     30 * time.Second,
+		Linger:          2 * time.Millisecond,
 		ServerIDWait:    20 * time.Second,
 		TxnBuffer:       256,
 		BufferBytes:     16 << 20,
@@ -189,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatPeriod < 100*time.Millisecond {
 		bad("heartbeat-period", "%s: want at least 100ms", c.HeartbeatPeriod)
+	}
+	if c.Linger < 0 || c.Linger > 50*time.Millisecond {
+		bad("linger", "%s: want 0 (read at once) to 50ms", c.Linger)
 	}
 	if c.ReadTimeout <= c.HeartbeatPeriod {
 		bad("read-timeout", "%s: must exceed heartbeat-period (%s)", c.ReadTimeout, c.HeartbeatPeriod)

@@ -96,7 +96,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		User:            sc.User,
 		Password:        sc.Password,
 		TLSConfig:       sc.TLSConfig,
-		Dialer:          sc.Dialer,
+		Dialer:          withLinger(sc.Dialer, r.cfg.Linger),
 		HeartbeatPeriod: r.cfg.HeartbeatPeriod,
 		ReadTimeout:     r.cfg.ReadTimeout,
 		// Reconnecting inside go-mysql would resume in the middle of a

@@ -1,0 +1,96 @@
+package binlog
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// lingerBurst is how much may arrive per linger period before pauses
+// stop: at or above lingerBurst per Config.Linger (32 MiB/s at 2ms, some
+// 50,000 events/s of 600 bytes) the stream is read at once, so that a
+// pause never limits a backlog to a socket buffer per period; batching
+// then happens by itself.
+const lingerBurst = 64 << 10
+
+// lingerConn is the binlog stream's connection with Config.Linger: a
+// read that finds the socket drained (returns less than asked) while the
+// stream is slow (lingering) is followed by a pause of linger before the
+// next read. The transactions committed meanwhile are then read with one
+// system call and handed on as one burst, so that the goroutines that
+// read, publish and checkpoint wake once per burst rather than once per
+// transaction (at 5,000 events/s in 1–10-row transactions the wake-ups
+// were most of the CPU: BENCHMARKS.md, "Live cost of small
+// transactions"). The read deadline set by go-mysql covers the pause.
+type lingerConn struct {
+	net.Conn
+	low    lowWater // the TCP socket, for SO_RCVLOWAT; nil: none
+	linger time.Duration
+	sleep  func(time.Duration) // time.Sleep
+	pause  bool                // the next read waits until from+linger
+	since  int64               // bytes read since from
+	from   time.Time           // the last drained read
+}
+
+func (c *lingerConn) Read(p []byte) (int, error) {
+	if c.pause {
+		if wait := time.Until(c.from.Add(c.linger)); wait > 0 {
+			c.sleep(wait)
+		}
+		c.pause = false
+		c.lowat(1)
+	}
+	n, err := c.Conn.Read(p)
+	c.since += int64(n)
+	if n < len(p) && err == nil {
+		now := time.Now()
+		c.pause = lingering(c.since, now.Sub(c.from), c.linger)
+		c.since, c.from = 0, now
+		if c.pause {
+			c.lowat(lingerBurst)
+		}
+	}
+	return n, err
+}
+
+// lowat sets the socket's SO_RCVLOWAT (socket(7)): while the reader
+// pauses, the kernel then wakes no poller for the small segments that
+// arrive (a MySQL server sends each binlog event as its own segment, and
+// each woke a thread of the runtime's network poller although no
+// goroutine was reading); 1 again before the next read, so that a read
+// finding nothing waits for the first byte.
+func (c *lingerConn) lowat(n int) {
+	if c.low != nil {
+		_ = c.low.SetReadLowWater(n)
+	}
+}
+
+// lowWater is a socket whose SO_RCVLOWAT can be set (*rawconn.Conn).
+type lowWater interface{ SetReadLowWater(n int) error }
+
+// lingering reports whether a stream that brought n bytes in d (between
+// two reads that drained it) is slow enough to pause for linger before
+// the next read: less than lingerBurst per linger.
+func lingering(n int64, d, linger time.Duration) bool {
+	return n*int64(linger) < lingerBurst*int64(d)
+}
+
+// withLinger wraps dial's connections in a lingerConn (linger 0: dial).
+func withLinger(dial func(ctx context.Context, network, addr string) (net.Conn, error), linger time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if linger <= 0 {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		lc := &lingerConn{Conn: c, linger: linger, sleep: time.Sleep, from: time.Now()}
+		tcp := c
+		if g, ok := c.(*keyGuard); ok {
+			tcp = g.Conn
+		}
+		lc.low, _ = tcp.(lowWater)
+		return lc, nil
+	}
+}

@@ -1,0 +1,67 @@
+package binlog
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+func TestLingering(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name string
+		n    int64
+		d    time.Duration
+		want bool
+	}{
+		{"a trickle: 6 KiB in a 2ms period", 6 << 10, 2 * ms, true},
+		{"one small transaction after a long quiet", 500, time.Second, true},
+		{"just under the burst per period", lingerBurst - 1, 2 * ms, true},
+		{"a burst per period: read at once", lingerBurst, 2 * ms, false},
+		{"a backlog: 1 MiB in 5ms", 1 << 20, 5 * ms, false},
+		{"20 KiB within 100µs: fast", 20 << 10, 100 * time.Microsecond, false},
+	} {
+		if got := lingering(c.n, c.d, 2*ms); got != c.want {
+			t.Errorf("%s: lingering(%d, %s, 2ms) = %v, want %v", c.name, c.n, c.d, got, c.want)
+		}
+	}
+}
+
+// chunks is a net.Conn whose reads return its chunks in turn, the
+// number of bytes of each (smaller than the reader's buffer: drained).
+type chunks struct {
+	net.Conn
+	sizes []int
+}
+
+func (c *chunks) Read(p []byte) (int, error) {
+	n := c.sizes[0]
+	c.sizes = c.sizes[1:]
+	return n, nil
+}
+
+// TestLingerConnPauses: a slow stream pauses between drained reads, for
+// at most the linger; a full read (a backlog) and a fast stream do not.
+func TestLingerConnPauses(t *testing.T) {
+	var pauses []time.Duration
+	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 64 << 10, 64 << 10, 1 << 10, 100}}, linger: 2 * time.Millisecond,
+		sleep: func(d time.Duration) { pauses = append(pauses, d); time.Sleep(d) }, from: time.Now().Add(-time.Second)}
+	buf := make([]byte, 64<<10)
+	for i := 0; i < 6; i++ {
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Reads 1 and 2 were small and drained: reads 2 and 3 waited. Read 3
+	// filled the buffer: no pause before 4; read 4 too. Read 5 drained
+	// the stream after 129 KiB within about one linger: fast, no pause
+	// before 6.
+	if len(pauses) != 2 {
+		t.Fatalf("paused %d times (%v), want 2: before the 2nd and 3rd reads only", len(pauses), pauses)
+	}
+	for _, p := range pauses {
+		if p <= 0 || p > 2*time.Millisecond {
+			t.Errorf("pause %s, want (0, 2ms]", p)
+		}
+	}
+}
