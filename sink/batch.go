@@ -34,6 +34,22 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // checks they agree byte for byte) without its per-record interfaces and
 // page buffer: the bytes are built once, so that a round can be encoded
 // while the previous one is in flight, and resent as they are.
+// batchCap is an upper bound of the bytes appendBatch appends for the
+// records idx of msgs without compression: the capacity to encode them
+// into without growing the buffer (growing it made a live publisher's
+// rounds allocate about twice their size).
+func batchCap(msgs []kafka.Message, idx []int32) int {
+	n := 4 + batchHeaderSize
+	for _, i := range idx {
+		m := &msgs[i]
+		n += 5 + 1 + 10 + 5 + 2*binary.MaxVarintLen32 + len(m.Key) + len(m.Value) + binary.MaxVarintLen32
+		for _, h := range m.Headers {
+			n += 2*binary.MaxVarintLen32 + len(h.Key) + len(h.Value)
+		}
+	}
+	return n
+}
+
 func appendBatch(dst []byte, msgs []kafka.Message, idx []int32, now int64, codec compress.Codec) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, make([]byte, 4+batchHeaderSize)...)

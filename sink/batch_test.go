@@ -162,3 +162,32 @@ func BenchmarkAppendBatch(b *testing.B) {
 		buf, _ = appendBatch(buf[:0], msgs, idx, 1_800_000_000_000, nil)
 	}
 }
+
+// TestBatchCapBounds: batchCap is an upper bound of the encoded batch, so
+// that Begin encodes each batch without growing its buffer: records with
+// and without keys, values and headers, long and empty ones.
+func TestBatchCapBounds(t *testing.T) {
+	long := bytes.Repeat([]byte("x"), 70_000)
+	for _, c := range []struct {
+		name string
+		msgs []kafka.Message
+	}{
+		{"one empty record", []kafka.Message{{}}},
+		{"keys and values", []kafka.Message{{Key: []byte("1"), Value: []byte("{}")}, {Key: []byte("22"), Value: long}}},
+		{"headers", []kafka.Message{{Key: []byte("k"), Value: []byte("v"), Headers: []kafka.Header{{Key: "event_id", Value: []byte("abc")}, {Key: "h", Value: long}}}}},
+		{"old and new timestamps", []kafka.Message{{Time: time.Unix(1, 0)}, {Time: time.Unix(1_800_000_000, 0), Value: long}}},
+	} {
+		idx := make([]int32, len(c.msgs))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		want := batchCap(c.msgs, idx)
+		got, err := appendBatch(make([]byte, 0, want), c.msgs, idx, time.Now().UnixMilli(), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(got) > want || cap(got) != want {
+			t.Errorf("%s: encoded %d bytes (capacity %d), batchCap %d: the buffer grew", c.name, len(got), cap(got), want)
+		}
+	}
+}

@@ -96,7 +96,7 @@ func (w *Writer) trim(pending *[]binlog.Position, n int, f flight) error {
 	w.owns = append(w.owns[:0], w.owns[n:]...)
 	// The next round is sized like this one (not like the largest so
 	// far: a trickle after a backlog would clear megabytes per round).
-	w.msgs, w.owner, w.bytes = make([]kafka.Message, 0, max(len(f.msgs), 64)), make([]int, 0, max(len(f.owner), 64)), 0
+	w.msgs, w.owner, w.bytes = make([]kafka.Message, 0, max(len(f.msgs), 8)), make([]int, 0, max(len(f.owner), 8)), 0
 	return nil
 }
 

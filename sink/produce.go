@@ -294,7 +294,7 @@ func (c *Producer) Begin(ctx context.Context, msgs []kafka.Message) (*Round, err
 	now := time.Now().UnixMilli()
 	for _, b := range r.batches {
 		var err error
-		if b.raw, err = appendBatch(nil, msgs, b.idx, now, c.codec); err != nil {
+		if b.raw, err = appendBatch(make([]byte, 0, batchCap(msgs, b.idx)), msgs, b.idx, now, c.codec); err != nil {
 			return nil, fmt.Errorf("encode the batch of %s/%d: %w", b.topic, b.partition, err)
 		}
 		if c.txn != nil {
