@@ -86,6 +86,7 @@ func main() {
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
 	only := flag.String("only", "", "run one case only: live-cost")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
+	costRows := flag.Int("live-cost-rows", 0, "with -only live-cost: rows per transaction (0: uniform 1–10)")
 	flag.BoolVar(&b.drainOnly, "drain-only", false, "measure the raw limits and the drain only (no latency, recovery or dispatcher runs): the second flavour of make bench")
 	flag.Parse()
 	b.run = time.Now().UTC().Format("20060102150405")
@@ -97,7 +98,11 @@ func main() {
 	ctx := context.Background()
 	start := time.Now()
 	if *only == "live-cost" {
-		b.liveCost(ctx, 5000, 10, 15*time.Second, *costProfile)
+		lo, hi := 1, 10
+		if *costRows > 0 {
+			lo, hi = *costRows, *costRows
+		}
+		b.liveCost(ctx, 5000, lo, hi, 15*time.Second, *costProfile)
 		fmt.Print(b.render(time.Since(start)))
 		b.cleanup(ctx)
 		return
@@ -120,7 +125,8 @@ func main() {
 	b.latency(ctx, 5000, 10*time.Second)
 	b.delivery = ""
 	b.latency(ctx, 0, 10*time.Second)
-	b.liveCost(ctx, 5000, 10, 15*time.Second, "")
+	b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
+	b.liveCost(ctx, 5000, 100, 100, 15*time.Second, "")
 	b.recovery(ctx)
 	b.dispatcher(ctx)
 	b.write(*out, time.Since(start), ctx)
@@ -742,16 +748,17 @@ func (b *bench) latency(ctx context.Context, rate int, d time.Duration) {
 
 // liveCost: the publisher's CPU (cores: CPU seconds per second) and the
 // commit → broker append latency while rate events/s arrive in
-// transactions of 1–maxRows rows (uniform): the cost per transaction and
-// produce round, which a backlog drain does not show (issue 14 item 6).
+// transactions of minRows–maxRows rows (uniform): the cost per transaction
+// and produce round, which a backlog drain does not show (issue 14 item 6;
+// 100-row transactions are its reference: the per-event cost alone).
 // With pprof set, a CPU profile of the publisher over the window is
 // written there.
-func (b *bench) liveCost(ctx context.Context, rate, maxRows int, d time.Duration, pprof string) {
-	table := fmt.Sprintf("bench_cost_%d_%s", rate, b.run)
+func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time.Duration, pprof string) {
+	table := fmt.Sprintf("bench_cost_%d_%d_%s", rate, maxRows, b.run)
 	b.table2(table)
-	topic := "bench.cost." + strconv.Itoa(rate) + "." + b.run
+	topic := "bench.cost." + strconv.Itoa(rate) + "." + strconv.Itoa(maxRows) + "." + b.run
 	createTopic(topic)
-	key := "cdc-outbox:bench:cost" + strconv.Itoa(rate) + ":" + b.run
+	key := "cdc-outbox:bench:cost" + strconv.Itoa(rate) + ":" + strconv.Itoa(maxRows) + ":" + b.run
 	var args []string
 	if pprof != "" {
 		args = append(args, "--pprof", "127.0.0.1:6062")
@@ -771,7 +778,7 @@ func (b *bench) liveCost(ctx context.Context, rate, maxRows int, d time.Duration
 			return nil
 		})
 	}
-	n := liveWorkloadTxns(table, rate, d, 1000, func() int { return 1 + rand.IntN(maxRows) })
+	n := liveWorkloadTxns(table, rate, d, 1000, func() int { return minRows + rand.IntN(maxRows-minRows+1) })
 	lat := latencies(ctx, topic, n)
 	cpu1, rss := p.cpuAndRSS()
 	wall := time.Since(t0)
@@ -781,7 +788,11 @@ func (b *bench) liveCost(ctx context.Context, rate, maxRows int, d time.Duration
 	p.stop()
 	slices.Sort(lat)
 	cores := float64(cpu1-cpu0) / float64(wall)
-	b.add(fmt.Sprintf("live cost at %d events/s in 1–%d-row transactions", rate, maxRows),
+	shape := fmt.Sprintf("%d–%d-row", minRows, maxRows)
+	if minRows == maxRows {
+		shape = fmt.Sprintf("%d-row", maxRows)
+	}
+	b.add(fmt.Sprintf("live cost at %d events/s in %s transactions", rate, shape),
 		fmt.Sprintf("%.3f cores (%.1f µs CPU per event); p50 %s, p99 %s", cores, float64(cpu1-cpu0)/float64(time.Microsecond)/float64(n), ms(pct(lat, .5)), ms(pct(lat, .99))),
 		fmt.Sprintf("%d events over %.1f s incl. the read-back; publisher CPU (user+system) from /proc; peak RSS %.1f MB; target ≤ 0.05 cores, p99 ≤ 5 ms", n, wall.Seconds(), float64(rss)/(1<<20)))
 }
