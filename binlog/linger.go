@@ -22,9 +22,15 @@ const lingerBurst = 64 << 10
 // transaction (at 5,000 events/s in 1–10-row transactions the wake-ups
 // were most of the CPU: BENCHMARKS.md, "Live cost of small
 // transactions"). The read deadline set by go-mysql covers the pause.
+//
+// Segments arriving during the pause still wake the runtime's network
+// poller (no goroutine is reading, so nothing runs). SO_RCVLOWAT would
+// spare those wake-ups, but Linux clamps the TCP window to the low-water
+// mark when the receive buffer is smaller (tcp_set_rcvlowat): a stream
+// then stalled after backpressure on loopback (MSS 64 KiB), and a remote
+// one would be capped at the mark per round trip. Not used.
 type lingerConn struct {
 	net.Conn
-	low    lowWater // the TCP socket, for SO_RCVLOWAT; nil: none
 	linger time.Duration
 	sleep  func(time.Duration) // time.Sleep
 	pause  bool                // the next read waits until from+linger
@@ -38,7 +44,6 @@ func (c *lingerConn) Read(p []byte) (int, error) {
 			c.sleep(wait)
 		}
 		c.pause = false
-		c.lowat(1)
 	}
 	n, err := c.Conn.Read(p)
 	c.since += int64(n)
@@ -46,27 +51,9 @@ func (c *lingerConn) Read(p []byte) (int, error) {
 		now := time.Now()
 		c.pause = lingering(c.since, now.Sub(c.from), c.linger)
 		c.since, c.from = 0, now
-		if c.pause {
-			c.lowat(lingerBurst)
-		}
 	}
 	return n, err
 }
-
-// lowat sets the socket's SO_RCVLOWAT (socket(7)): while the reader
-// pauses, the kernel then wakes no poller for the small segments that
-// arrive (a MySQL server sends each binlog event as its own segment, and
-// each woke a thread of the runtime's network poller although no
-// goroutine was reading); 1 again before the next read, so that a read
-// finding nothing waits for the first byte.
-func (c *lingerConn) lowat(n int) {
-	if c.low != nil {
-		_ = c.low.SetReadLowWater(n)
-	}
-}
-
-// lowWater is a socket whose SO_RCVLOWAT can be set (*rawconn.Conn).
-type lowWater interface{ SetReadLowWater(n int) error }
 
 // lingering reports whether a stream that brought n bytes in d (between
 // two reads that drained it) is slow enough to pause for linger before
@@ -85,12 +72,6 @@ func withLinger(dial func(ctx context.Context, network, addr string) (net.Conn, 
 		if err != nil {
 			return nil, err
 		}
-		lc := &lingerConn{Conn: c, linger: linger, sleep: time.Sleep, from: time.Now()}
-		tcp := c
-		if g, ok := c.(*keyGuard); ok {
-			tcp = g.Conn
-		}
-		lc.low, _ = tcp.(lowWater)
-		return lc, nil
+		return &lingerConn{Conn: c, linger: linger, sleep: time.Sleep, from: time.Now()}, nil
 	}
 }

@@ -98,22 +98,3 @@ func (c *Conn) Write(p []byte) (int, error) {
 func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
-
-// SetReadLowWater sets the socket's SO_RCVLOWAT (socket(7)): the poller
-// reports it readable, and the kernel wakes a waiting reader, only once
-// n bytes are there (or the stream ended). A non-blocking read still
-// returns what is there.
-func (c *Conn) SetReadLowWater(n int) error {
-	v := int32(n)
-	var errno syscall.Errno
-	if err := c.rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT,
-			uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
-	}); err != nil {
-		return err
-	}
-	if errno != 0 {
-		return os.NewSyscallError("setsockopt", errno)
-	}
-	return nil
-}

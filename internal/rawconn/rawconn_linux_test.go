@@ -99,26 +99,6 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// TestLowWater: with SO_RCVLOWAT above what arrived, a read still
-// returns what is there once it waits no more (the socket had data).
-func TestLowWater(t *testing.T) {
-	c, srv := pair(t)
-	if err := c.(*Conn).SetReadLowWater(1 << 16); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := srv.Write([]byte("small")); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.(*Conn).SetReadLowWater(1); err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 16)
-	n, err := c.Read(b)
-	if err != nil || string(b[:n]) != "small" {
-		t.Fatalf("Read = %q, %v; want small", b[:n], err)
-	}
-}
-
 func TestWrapOthers(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
