@@ -3,6 +3,7 @@
 package rawconn
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -95,6 +96,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// opError wraps err as net.Conn's Read and Write do. The raw calls'
+// own errors (a deadline, a closed connection) are *net.OpError already
+// ("raw-read", "raw-write"): their cause is kept, not the wrapper.
 func (c *Conn) opError(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,6 +79,9 @@ func TestErrors(t *testing.T) {
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Read past the deadline: %v (%T), want a net.Error with Timeout and os.ErrDeadlineExceeded", err, err)
+	}
+	if strings.Contains(err.Error(), "raw-read") {
+		t.Errorf("Read past the deadline: %q, want net.Conn's message (read tcp a->b: i/o timeout)", err)
 	}
 	if tc, ok := srv.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0) // close with RST
