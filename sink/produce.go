@@ -222,6 +222,13 @@ func (c *Producer) Pinned() map[string]int {
 	return maps.Clone(c.pinned)
 }
 
+// pinnedCount returns len(Pinned()) without copying the map.
+func (c *Producer) pinnedCount() int {
+	c.pinMu.Lock()
+	defer c.pinMu.Unlock()
+	return len(c.pinned)
+}
+
 // Close closes the Producer's connections; rounds in flight are abandoned.
 func (c *Producer) Close() error {
 	c.closeTxn()

@@ -444,8 +444,11 @@ func (w *Writer) ackFirst(ctx context.Context, p pendingTxns, n int) error {
 }
 
 func (w *Writer) ack(ctx context.Context, a Ack) error {
-	if parts := w.Partitions(); len(parts) != w.parts {
-		a.Partitions, w.parts = parts, len(parts) // pinned topics are never removed
+	if w.prod != nil && w.prod.pinnedCount() != w.parts {
+		// Pinned topics are never removed: a new count means a new topic
+		// (the copy is made only then, not at every acknowledgement).
+		parts := w.Partitions()
+		a.Partitions, w.parts = parts, len(parts)
 	}
 	select {
 	case w.acks <- a:
