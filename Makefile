@@ -122,6 +122,8 @@ test-cluster:
 
 unit:
 	$(GO) test -count=1 -race ./...
+	# internal/rawconn wraps nothing under -race (see its doc): its own tests without it
+	$(GO) test -count=1 ./internal/rawconn/
 	# a short fuzz run of the binlog file reader, seeded with the recorded binlogs
 	$(GO) test -run '^$$' -fuzz FuzzFileReader -fuzztime 20s ./binlog/
 	# and of the MySQL binary JSON renderer against go-mysql's decoder

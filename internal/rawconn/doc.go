@@ -16,5 +16,7 @@
 // Errors are what net.Conn returns: *net.OpError wrapping the errno
 // (os.SyscallError), os.ErrDeadlineExceeded or net.ErrClosed; io.EOF at
 // the end of the stream. Wrap returns other connections (TLS, pipes)
-// unchanged; on systems other than Linux it wraps nothing.
+// unchanged; on systems other than Linux, and in builds with the race
+// detector (-race: its happens-before edges through sockets come from
+// syscall.Read and syscall.Write), it wraps nothing.
 package rawconn
