@@ -111,9 +111,9 @@ test-gateway:
 
 ## test-cluster: the broker fault tests on a real 3-node KRaft cluster (scripts/dev-stack.sh up-cluster:
 ## RF 3, min.insync.replicas 2, 3 × 512 MB heap); CLUSTER_RUN selects them (all by default, about 4.5 min).
-## make test runs the subset CLUSTER_CI (about 2 min with the cluster start).
+## make test runs the subset CLUSTER_CI (about 2.5 min with the cluster start).
 CLUSTER_RUN ?= TestCluster
-CLUSTER_CI  ?= TestClusterKillLeader|TestClusterPauseLeader|TestClusterStartWhilePaused
+CLUSTER_CI  ?= TestClusterKillLeader|TestClusterPauseLeader|TestClusterStartWhilePaused|TestClusterStartWhilePausedExactlyOnce
 test-cluster:
 	$(STACK) up
 	$(STACK) up-cluster

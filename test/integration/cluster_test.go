@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -565,4 +566,43 @@ func TestClusterStartWhilePaused(t *testing.T) {
 	stack(t, "cont-broker", "1")
 	e.clusterFinish("publisher started while a broker is paused", p, pr, rec)
 	assertResumed(t, "start with a paused broker", rec, <-fenced)
+}
+
+// The exactly-once start while one of three brokers is paused (SIGSTOP):
+// InitProducerId with the transactional id, the read of the committed
+// transactions' headers and the first transactions go through the
+// brokers that answer, within Kafka's fencing; a read_committed consumer
+// then sees each event exactly once, in order.
+func TestClusterStartWhilePausedExactlyOnce(t *testing.T) {
+	e := newClusterEnv(t, roundRobin)
+	e.kafka = []string{broker(1), broker(2), broker(3)}
+	e.kafkaExtra = "  delivery: exactly-once\n"
+	base := highWatermarks(e.topic)
+	stack(t, "stop-broker", "1")
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			stack(t, "cont-broker", "1")
+		}
+	})
+	at := time.Now()
+	p := e.start()
+	started := time.Since(at)
+	pr := e.clusterWorkload(1408, 30*time.Second)
+	rec := waitResumed(e.topic, base, at, time.Minute)
+	t.Logf("exactly-once: started (streaming) %s after the pause; every partition written after %s", started.Round(time.Millisecond), rec.Round(time.Millisecond))
+	stack(t, "cont-broker", "1")
+	resumed = true
+	pr.wait(t)
+	cons := newCommittedConsumerOn(t, clusterBrokers, e.topic)
+	chk := verify.NewChecker(pr.plan.Last)
+	for deadline := time.Now().Add(3 * time.Minute); !chk.Complete() && time.Now().Before(deadline); {
+		chk.Add(cons.poll(context.Background())...)
+	}
+	rep := chk.Report()
+	t.Logf("read_committed: %s; %d pipeline restarts", rep.String(), restarts(p))
+	requireOK(t, rep)
+	if rep.Duplicates > 0 {
+		t.Fatalf("exactly-once: %d duplicates for a read_committed consumer", rep.Duplicates)
+	}
 }

@@ -25,7 +25,14 @@ type committedConsumer struct {
 
 func newCommittedConsumer(t *testing.T, topic string) *committedConsumer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	return newCommittedConsumerOn(t, brokers, topic)
+}
+
+// newCommittedConsumerOn is newCommittedConsumer on the brokers addrs (the
+// 3-broker cluster).
+func newCommittedConsumerOn(t *testing.T, addrs []string, topic string) *committedConsumer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
