@@ -38,21 +38,25 @@ func kfakeFault(t *testing.T, victim int32, code int16, failures int32, opts ...
 			return nil, nil, false
 		}
 		failed.Add(1)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = tp.Topic
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return produceError(pr, code), nil, true
 	})
 	return c, &failed
+}
+
+// produceError answers pr with code for every partition of it.
+func produceError(pr *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+	for _, tp := range pr.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = tp.Topic
+		for _, p := range tp.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }
 
 // pipelinedRounds writes n rounds of 30 records with up to MaxInFlight in

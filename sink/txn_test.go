@@ -33,9 +33,17 @@ func eosProducer(t *testing.T, cl *kfake.Cluster, id string) *Producer {
 	return p
 }
 
-// committedKeys reads every record of topic "t" as a read_committed
-// consumer (franz-go: aborted transactions filtered), by partition.
+// committedKeys reads every record of topic "t" at level (read_committed:
+// franz-go filters aborted transactions): the keys by partition.
 func committedKeys(t *testing.T, brokers []string, level kgo.IsolationLevel) map[int32][]string {
+	t.Helper()
+	return readT(t, brokers, level, func(r *kgo.Record) (string, bool) { return string(r.Key), true })
+}
+
+// readT reads every record of topic "t" at level for 2 s and returns
+// what pick takes of each (nothing when it says false), by partition, in
+// log order.
+func readT(t *testing.T, brokers []string, level kgo.IsolationLevel, pick func(*kgo.Record) (string, bool)) map[int32][]string {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("t"), kgo.FetchIsolationLevel(level),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -51,7 +59,11 @@ func committedKeys(t *testing.T, brokers []string, level kgo.IsolationLevel) map
 		if ctx.Err() != nil {
 			return out
 		}
-		fs.EachRecord(func(r *kgo.Record) { out[r.Partition] = append(out[r.Partition], string(r.Key)) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if v, ok := pick(r); ok {
+				out[r.Partition] = append(out[r.Partition], v)
+			}
+		})
 	}
 }
 
@@ -239,28 +251,14 @@ func queued(txns []binlog.Txn, close_ bool) chan binlog.Txn {
 // partition, in log order.
 func eventIDs(t *testing.T, brokers []string, level kgo.IsolationLevel) map[int32][]string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("t"), kgo.FetchIsolationLevel(level),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	out := map[int32][]string{}
-	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return out
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			for _, h := range r.Headers {
-				if h.Key == router.HeaderEventID {
-					out[r.Partition] = append(out[r.Partition], string(h.Value))
-				}
+	return readT(t, brokers, level, func(r *kgo.Record) (string, bool) {
+		for _, h := range r.Headers {
+			if h.Key == router.HeaderEventID {
+				return string(h.Value), true
 			}
-		})
-	}
+		}
+		return "", false
+	})
 }
 
 // checkOnce fails unless got holds event ids from..to each once, and each
@@ -461,19 +459,7 @@ func TestKfakeTxnWriterRoundFailed(t *testing.T) {
 			return nil, nil, false
 		}
 		failed.Add(1)
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = tp.Topic
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, 59
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return produceError(req.(*kmsg.ProduceRequest), 59), nil, true
 	})
 	c := &commits{}
 	watchCommits(cl, c)
