@@ -90,14 +90,20 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 // trim drops the first n pending transactions (their acknowledgement is
 // f's) and starts the next round.
 func (w *Writer) trim(pending *[]binlog.Position, n int, f flight) error {
-	*pending = append((*pending)[:0], (*pending)[n:]...)
-	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
-	w.events = append(w.events[:0], w.events[n:]...)
-	w.owns = append(w.owns[:0], w.owns[n:]...)
+	w.dropPending(pending, n)
 	// The next round is sized like this one (not like the largest so
 	// far: a trickle after a backlog would clear megabytes per round).
 	w.msgs, w.owner, w.bytes = make([]kafka.Message, 0, max(len(f.msgs), 8)), make([]int, 0, max(len(f.owner), 8)), 0
 	return nil
+}
+
+// dropPending drops the first n pending transactions and their sizes,
+// row counts and own ends (acknowledged, or left to a flight's).
+func (w *Writer) dropPending(pending *[]binlog.Position, n int) {
+	*pending = append((*pending)[:0], (*pending)[n:]...)
+	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
+	w.events = append(w.events[:0], w.events[n:]...)
+	w.owns = append(w.owns[:0], w.owns[n:]...)
 }
 
 // landed acknowledges f at once (no round in flight) and trims pending.
@@ -105,10 +111,7 @@ func (w *Writer) landed(ctx context.Context, f flight, pending *[]binlog.Positio
 	if err := w.done(ctx, f); err != nil {
 		return err
 	}
-	*pending = append((*pending)[:0], (*pending)[f.n:]...)
-	w.sizes = append(w.sizes[:0], w.sizes[f.n:]...)
-	w.events = append(w.events[:0], w.events[f.n:]...)
-	w.owns = append(w.owns[:0], w.owns[f.n:]...)
+	w.dropPending(pending, f.n)
 	return nil
 }
 

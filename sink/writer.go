@@ -412,10 +412,7 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 	if err := w.ackFirst(ctx, pendingTxns{*pending, w.sizes, w.events, w.owns}, n); err != nil {
 		return err
 	}
-	*pending = append((*pending)[:0], (*pending)[n:]...)
-	w.sizes = append(w.sizes[:0], w.sizes[n:]...)
-	w.events = append(w.events[:0], w.events[n:]...)
-	w.owns = append(w.owns[:0], w.owns[n:]...)
+	w.dropPending(pending, n)
 	clear(w.msgs)
 	w.msgs, w.owner, w.bytes = w.msgs[:0], w.owner[:0], 0
 	return nil
