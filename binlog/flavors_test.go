@@ -25,6 +25,26 @@ func (f fakeExec) exec(q string, _ ...any) (*mysql.Result, error) {
 	return nil, &mysql.MyError{Code: codeParse, Message: "You have an error in your SQL syntax near '" + q + "'"}
 }
 
+// list is listEvents over the canned results, as streamEvents reads them.
+func (f fakeExec) list(q string, each func(eventRow) bool) error {
+	r, err := f.exec(q)
+	if err != nil {
+		return err
+	}
+	for i := range r.RowNumber() {
+		var ev eventRow
+		ev.Pos, _ = r.GetUintByName(i, "Pos")
+		ev.End, _ = r.GetUintByName(i, "End_log_pos")
+		ev.Type, _ = r.GetStringByName(i, "Event_type")
+		info, _ := r.GetStringByName(i, "Info")
+		ev.Info = []byte(info)
+		if each(ev) {
+			break
+		}
+	}
+	return nil
+}
+
 func result(t *testing.T, names []string, rows ...[]any) *mysql.Result {
 	t.Helper()
 	rs, err := mysql.BuildSimpleTextResultset(names, rows)
@@ -428,7 +448,7 @@ func TestMySQLGTIDSetAt(t *testing.T) {
 		{807, a + ":1-12:tenant_a:1," + b + ":1-3"}, // after the compressed transaction
 		{990, a + ":1-13:tenant_a:1," + b + ":1-3"}, // the end of the file
 	} {
-		got, err := mysqlGTIDSetAt(exec.exec, Position{File: "binlog.000007", Pos: c.pos})
+		got, err := mysqlGTIDSetAt(exec.list, Position{File: "binlog.000007", Pos: c.pos})
 		if err != nil {
 			t.Fatalf("at %d: %v", c.pos, err)
 		}
@@ -438,7 +458,7 @@ func TestMySQLGTIDSetAt(t *testing.T) {
 		}
 	}
 	bad := fakeExec{fmt.Sprintf("SHOW BINLOG EVENTS IN 'binlog.000007' FROM 4 LIMIT %d", commitLookupBatch): result(t, cols, ev(4, "Gtid", 83, "SET @@SESSION.GTID_NEXT= garbled"))}
-	if _, err := mysqlGTIDSetAt(bad.exec, Position{File: "binlog.000007", Pos: 990}); err == nil || !strings.Contains(err.Error(), "no GTID in") {
+	if _, err := mysqlGTIDSetAt(bad.list, Position{File: "binlog.000007", Pos: 990}); err == nil || !strings.Contains(err.Error(), "no GTID in") {
 		t.Fatalf("a Gtid event without a GTID: %v", err)
 	}
 }
@@ -467,7 +487,7 @@ func TestFindCommitZeroEndLogPos(t *testing.T) {
 		pos := rows[i][1].(uint64)
 		exec[fmt.Sprintf(q, pos, commitLookupBatch)] = result(t, cols, rows[i:min(i+commitLookupBatch, len(rows))]...)
 	}
-	got, err := findCommit(exec.exec, "mariadb-bin.000004", 344)
+	got, err := findCommit(exec.list, "mariadb-bin.000004", 344)
 	if err != nil || got != uint32(commit+31) {
 		t.Fatalf("findCommit = %d, %v; want %d", got, err, commit+31)
 	}

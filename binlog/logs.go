@@ -1,10 +1,13 @@
 package binlog
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
@@ -198,7 +201,7 @@ func (s *Server) GTIDSetAt(p Position) (string, error) {
 		return "", nil
 	}
 	if s.flavor == FlavorMySQL {
-		return mysqlGTIDSetAt(s.conn.Execute, p)
+		return mysqlGTIDSetAt(streamEvents(s.conn), p)
 	}
 	if s.flavor != FlavorMariaDB {
 		return "", nil
@@ -219,52 +222,57 @@ func (s *Server) GTIDSetAt(p Position) (string, error) {
 // "Replication Event Types"; a GTID precedes its transaction's events, a
 // compressed transaction's Transaction_payload included). It reads the
 // file up to p, one round trip per batch.
-func mysqlGTIDSetAt(exec func(string, ...any) (*mysql.Result, error), p Position) (string, error) {
+func mysqlGTIDSetAt(list listEvents, p Position) (string, error) {
 	set, err := mysql.ParseMysqlGTIDSet("")
 	if err != nil {
 		return "", err
 	}
 	q := "SHOW BINLOG EVENTS IN '" + strings.ReplaceAll(p.File, "'", "''") + "' FROM %d LIMIT %d"
 	for from := uint32(4); ; {
-		r, err := exec(fmt.Sprintf(q, from, commitLookupBatch))
-		if err != nil {
-			return "", fmt.Errorf("binlog: the GTID set at %s (SHOW BINLOG EVENTS from %d): %w", p.FilePos(), from, err)
-		}
-		next := from
-		for i := 0; i < r.RowNumber(); i++ {
-			at, _ := r.GetUintByName(i, "Pos")
-			if at >= uint64(p.Pos) {
-				return set.String(), nil
+		next, n, done := from, 0, false
+		var ferr error
+		err := list(fmt.Sprintf(q, from, commitLookupBatch), func(ev eventRow) bool {
+			n++
+			if ev.Pos >= uint64(p.Pos) {
+				done = true
+				return true
 			}
-			typ, _ := r.GetStringByName(i, "Event_type")
-			info, _ := r.GetStringByName(i, "Info")
-			switch typ {
+			switch ev.Type {
 			case "Previous_gtids":
-				if prev := strings.TrimSpace(strings.ReplaceAll(info, "\n", "")); prev != "" {
+				if prev := strings.TrimSpace(strings.ReplaceAll(string(ev.Info), "\n", "")); prev != "" {
 					ps, err := mysql.ParseMysqlGTIDSet(prev)
 					if err != nil {
-						return "", fmt.Errorf("binlog: the Previous_gtids of %s (%q): %w", p.File, info, err)
+						ferr = fmt.Errorf("binlog: the Previous_gtids of %s (%q): %w", p.File, ev.Info, err)
+						return true
 					}
 					set = ps
 				}
 			case "Gtid", "Gtid_tagged_log_event":
-				g, ok := quotedGTID(info)
+				g, ok := quotedGTID(string(ev.Info))
 				if !ok {
-					return "", fmt.Errorf("binlog: the %s event at %s:%d: no GTID in %q", typ, p.File, at, info)
+					ferr = fmt.Errorf("binlog: the %s event at %s:%d: no GTID in %q", ev.Type, p.File, ev.Pos, ev.Info)
+					return true
 				}
 				if err := set.Update(g); err != nil {
-					return "", fmt.Errorf("binlog: the %s event at %s:%d: GTID %q: %w", typ, p.File, at, g, err)
+					ferr = fmt.Errorf("binlog: the %s event at %s:%d: GTID %q: %w", ev.Type, p.File, ev.Pos, g, err)
+					return true
 				}
 			}
 			// The events embedded in a Transaction_payload are listed
 			// after it with positions inside it: continue after the
 			// furthest end seen.
-			if end, _ := r.GetUintByName(i, "End_log_pos"); uint32(end) > next {
-				next = uint32(end)
+			if uint32(ev.End) > next {
+				next = uint32(ev.End)
 			}
-		}
-		if r.RowNumber() < commitLookupBatch || next == from {
-			return set.String(), nil // p is the end of the file
+			return false
+		})
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("binlog: the GTID set at %s (SHOW BINLOG EVENTS from %d): %w", p.FilePos(), from, err)
+		case ferr != nil:
+			return "", ferr
+		case done, n < commitLookupBatch, next == from:
+			return set.String(), nil // at p, or p is the end of the file
 		}
 		from = next
 	}
@@ -282,53 +290,128 @@ func quotedGTID(info string) (string, bool) {
 }
 
 // commitLookupBatch is how many events one SHOW BINLOG EVENTS of
-// findCommit lists.
+// findCommit and mysqlGTIDSetAt lists.
 const commitLookupBatch = 1000
+
+// eventRow is one row of SHOW BINLOG EVENTS (MySQL manual, "SHOW BINLOG
+// EVENTS Statement"): the event's Pos and End_log_pos, its Event_type and
+// its Info, which is valid only during the call that receives the row.
+type eventRow struct {
+	Pos, End uint64
+	Type     string
+	Info     []byte
+}
+
+// listEvents runs one SHOW BINLOG EVENTS and calls each for its rows in
+// order until each returns true (the rest are read and dropped). It holds
+// one row in memory at a time: an Annotate_rows (MariaDB) or Rows_query
+// (MySQL) row carries a whole statement, and a page of them held at once
+// came to tens of MB.
+type listEvents func(query string, each func(eventRow) (stop bool)) error
+
+// streamEvents is listEvents on c, a row at a time
+// (client.Conn.ExecuteSelectStreaming, one reused packet buffer).
+func streamEvents(c *client.Conn) listEvents {
+	return func(query string, each func(eventRow) bool) error {
+		var (
+			res     mysql.Result
+			col     = [4]int{-1, -1, -1, -1} // Pos, End_log_pos, Event_type, Info
+			stopped bool
+		)
+		err := c.ExecuteSelectStreaming(query, &res, func(row []mysql.FieldValue) error {
+			if stopped || slices.Contains(col[:], -1) {
+				return nil
+			}
+			ev := eventRow{Pos: fieldUint(row[col[0]]), End: fieldUint(row[col[1]]), Type: string(row[col[2]].AsString()), Info: row[col[3]].AsString()}
+			stopped = each(ev)
+			return nil
+		}, func(r *mysql.Result) error {
+			for i, f := range r.Fields {
+				if j := slices.Index([]string{"Pos", "End_log_pos", "Event_type", "Info"}, string(f.Name)); j >= 0 {
+					col[j] = i
+				}
+			}
+			return nil
+		})
+		if err == nil && slices.Contains(col[:], -1) {
+			err = fmt.Errorf("binlog: %s: the result lacks one of the columns Pos, End_log_pos, Event_type, Info", query)
+		}
+		return err
+	}
+}
+
+// fieldUint is an unsigned column of a text-protocol row (parsed as a
+// number, or a string of digits); 0 when it is neither.
+func fieldUint(v mysql.FieldValue) uint64 {
+	switch v.Type {
+	case mysql.FieldValueTypeUnsigned:
+		return v.AsUint64()
+	case mysql.FieldValueTypeSigned:
+		return uint64(v.AsInt64())
+	case mysql.FieldValueTypeString:
+		n, _ := strconv.ParseUint(string(v.AsString()), 10, 64)
+		return n
+	}
+	return 0
+}
+
+// isCommitEvent tells whether a listed event ends a transaction: Xid,
+// XA_prepare, or a Query COMMIT or ROLLBACK.
+func isCommitEvent(ev eventRow) bool {
+	return ev.Type == "Xid" || ev.Type == "XA_prepare" ||
+		(ev.Type == "Query" && (bytes.EqualFold(ev.Info, []byte("COMMIT")) || bytes.EqualFold(ev.Info, []byte("ROLLBACK"))))
+}
 
 // findCommit returns the end_log_pos of the commit event (Xid, Query
 // COMMIT or ROLLBACK, XA_prepare) of the transaction whose first event
 // (GTID, or BEGIN) starts at file:start, listing the events after it with
 // SHOW BINLOG EVENTS (BINLOG MONITOR / REPLICATION CLIENT) in batches. A
 // transaction never spans files.
-func findCommit(exec func(string, ...any) (*mysql.Result, error), file string, start uint32) (uint32, error) {
+func findCommit(list listEvents, file string, start uint32) (uint32, error) {
 	q := "SHOW BINLOG EVENTS IN '" + strings.ReplaceAll(file, "'", "''") + "' FROM %d LIMIT %d"
 	// Pages go on from the start (Pos) of the last event listed, which the
 	// next page lists again first: MariaDB 11.4+ (binlog_legacy_event_pos
 	// OFF) lists End_log_pos 0 for the events inside a transaction.
 	from, first, again := start, true, false
 	for {
-		r, err := exec(fmt.Sprintf(q, from, commitLookupBatch))
-		if err != nil {
-			return 0, fmt.Errorf("binlog: look up the commit of the transaction at %s:%d: %w", file, start, err)
-		}
-		n := r.RowNumber()
-		for i := 0; i < n; i++ {
-			if i == 0 && again {
-				continue
-			}
-			typ, _ := r.GetStringByName(i, "Event_type")
-			info, _ := r.GetStringByName(i, "Info")
-			end, _ := r.GetUintByName(i, "End_log_pos")
+		var (
+			n           int
+			last, end   uint64
+			found, next bool // the commit is listed; its end is the next event's Pos
+			ferr        error
+		)
+		err := list(fmt.Sprintf(q, from, commitLookupBatch), func(ev eventRow) bool {
+			n++
+			last = ev.Pos
 			switch {
-			case typ == "Xid" || typ == "XA_prepare" || (typ == "Query" && (strings.EqualFold(info, "COMMIT") || strings.EqualFold(info, "ROLLBACK"))):
-				if end == 0 && i+1 < n {
-					end, _ = r.GetUintByName(i+1, "Pos") // the next event starts where it ends
-				}
-				if end == 0 {
-					return 0, fmt.Errorf("binlog: the commit event of the transaction at %s:%d lists no end position", file, start)
-				}
-				return uint32(end), nil
-			case !first && (typ == "Gtid" || typ == "Anonymous_Gtid" || typ == "Rotate" || typ == "Stop"):
-				at, _ := r.GetUintByName(i, "Pos")
-				return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event before the %s event at %d", file, start, typ, at)
+			case next:
+				end = ev.Pos // the next event starts where the commit ends
+				return true
+			case n == 1 && again:
+				return false
+			case isCommitEvent(ev):
+				found, end = true, ev.End
+				next = end == 0
+				return !next
+			case !first && (ev.Type == "Gtid" || ev.Type == "Anonymous_Gtid" || ev.Type == "Rotate" || ev.Type == "Stop"):
+				ferr = fmt.Errorf("binlog: the transaction at %s:%d has no commit event before the %s event at %d", file, start, ev.Type, ev.Pos)
+				return true
 			}
 			first = false
-		}
-		if n < commitLookupBatch {
+			return false
+		})
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("binlog: look up the commit of the transaction at %s:%d: %w", file, start, err)
+		case ferr != nil:
+			return 0, ferr
+		case found && end == 0:
+			return 0, fmt.Errorf("binlog: the commit event of the transaction at %s:%d lists no end position", file, start)
+		case found:
+			return uint32(end), nil
+		case n < commitLookupBatch:
 			return 0, fmt.Errorf("binlog: the transaction at %s:%d has no commit event in the file", file, start)
-		}
-		last, _ := r.GetUintByName(n-1, "Pos")
-		if uint32(last) <= from && again {
+		case uint32(last) <= from && again:
 			return 0, fmt.Errorf("binlog: listing the events of %s from %d does not advance", file, from)
 		}
 		from, again = uint32(last), true

@@ -143,7 +143,7 @@ func (r *Reader) Run(ctx context.Context) error {
 				}
 				conn = c
 			}
-			return findCommit(conn.Execute, file, start)
+			return findCommit(streamEvents(conn), file, start)
 		}
 		defer func() { r.findCommit = nil }()
 	}
