@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
 )
 
 // lingerBurst is how much may arrive per linger period before pauses
@@ -23,16 +25,16 @@ const lingerBurst = 64 << 10
 // were most of the CPU: BENCHMARKS.md, "Live cost of small
 // transactions"). The read deadline set by go-mysql covers the pause.
 //
-// Segments arriving during the pause still wake the runtime's network
-// poller (no goroutine is reading, so nothing runs). SO_RCVLOWAT would
-// spare those wake-ups, but Linux clamps the TCP window to the low-water
-// mark when the receive buffer is smaller (tcp_set_rcvlowat): a stream
-// then stalled after backpressure on loopback (MSS 64 KiB), and a remote
-// one would be capped at the mark per round trip. Not used.
+// During the pause the socket's receive low-water mark is raised
+// (rawconn.HoldWakeups), so that the segments arriving meanwhile do not wake the
+// runtime's network poller for nothing (no goroutine is reading): about
+// a fifth of the context switches of a trickle. The pause ends on its
+// timer, and the mark is back at one byte before every read.
 type lingerConn struct {
 	net.Conn
 	linger time.Duration
 	sleep  func(time.Duration) // time.Sleep
+	hold   func(on bool)       // rawconn.HoldWakeups, or nil
 	pause  bool                // the next read waits until from+linger
 	since  int64               // bytes read since from
 	from   time.Time           // the last drained read
@@ -41,7 +43,13 @@ type lingerConn struct {
 func (c *lingerConn) Read(p []byte) (int, error) {
 	if c.pause {
 		if wait := time.Until(c.from.Add(c.linger)); wait > 0 {
+			if c.hold != nil {
+				c.hold(true)
+			}
 			c.sleep(wait)
+			if c.hold != nil {
+				c.hold(false)
+			}
 		}
 		c.pause = false
 	}
@@ -72,6 +80,10 @@ func withLinger(dial func(ctx context.Context, network, addr string) (net.Conn, 
 		if err != nil {
 			return nil, err
 		}
-		return &lingerConn{Conn: c, linger: linger, sleep: time.Sleep, from: time.Now()}, nil
+		sock := c
+		if g, ok := c.(*keyGuard); ok {
+			sock = g.Conn
+		}
+		return &lingerConn{Conn: c, linger: linger, sleep: time.Sleep, hold: rawconn.HoldWakeups(sock, lingerBurst), from: time.Now()}, nil
 	}
 }

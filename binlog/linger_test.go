@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -32,9 +33,13 @@ func TestLingering(t *testing.T) {
 type chunks struct {
 	net.Conn
 	sizes []int
+	held  *bool // the low-water mark raised (lingerConn.hold)
 }
 
 func (c *chunks) Read(p []byte) (int, error) {
+	if c.held != nil && *c.held {
+		return 0, errors.New("read with the low-water mark raised")
+	}
 	n := c.sizes[0]
 	c.sizes = c.sizes[1:]
 	return n, nil
@@ -44,8 +49,24 @@ func (c *chunks) Read(p []byte) (int, error) {
 // at most the linger; a full read (a backlog) and a fast stream do not.
 func TestLingerConnPauses(t *testing.T) {
 	var pauses []time.Duration
-	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 64 << 10, 64 << 10, 1 << 10, 100}}, linger: 2 * time.Millisecond,
-		sleep: func(d time.Duration) { pauses = append(pauses, d); time.Sleep(d) }, from: time.Now().Add(-time.Second)}
+	var held bool
+	holds := 0
+	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 64 << 10, 64 << 10, 1 << 10, 100}, held: &held}, linger: 2 * time.Millisecond,
+		sleep: func(d time.Duration) {
+			if !held {
+				t.Error("paused without the low-water mark raised")
+			}
+			pauses = append(pauses, d)
+			time.Sleep(d)
+		},
+		hold: func(on bool) {
+			if on == held {
+				t.Errorf("hold(%v) twice", on)
+			}
+			held = on
+			holds++
+		},
+		from: time.Now().Add(-time.Second)}
 	buf := make([]byte, 64<<10)
 	for i := 0; i < 6; i++ {
 		if _, err := c.Read(buf); err != nil {
@@ -58,6 +79,9 @@ func TestLingerConnPauses(t *testing.T) {
 	// before 6.
 	if len(pauses) != 2 {
 		t.Fatalf("paused %d times (%v), want 2: before the 2nd and 3rd reads only", len(pauses), pauses)
+	}
+	if holds != 4 || held {
+		t.Fatalf("the mark raised and lowered %d times, held at the end %v; want 4, false (around each pause)", holds, held)
 	}
 	for _, p := range pauses {
 		if p <= 0 || p > 2*time.Millisecond {

@@ -1,0 +1,98 @@
+//go:build linux && !race
+
+package rawconn
+
+import (
+	"net"
+	"syscall"
+	"testing"
+	"unsafe"
+)
+
+// fdCall runs f on c's socket.
+func fdCall(t *testing.T, c net.Conn, f func(fd int)) {
+	t.Helper()
+	rc, err := c.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	}).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Control(func(fd uintptr) { f(int(fd)) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sockopt(t *testing.T, c net.Conn, opt int) int {
+	t.Helper()
+	var v int
+	var err error
+	fdCall(t, c, func(fd int) { v, err = syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, opt) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// readable polls c's socket for readability for up to ms milliseconds.
+func readable(t *testing.T, c net.Conn, ms int) bool {
+	t.Helper()
+	var n uintptr
+	var errno syscall.Errno
+	fdCall(t, c, func(fd int) {
+		pfd := struct {
+			fd              int32
+			events, revents int16
+		}{int32(fd), 1 /* POLLIN */, 0}
+		n, _, errno = syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(ms))
+	})
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return n == 1
+}
+
+// While held, bytes below the mark do not make the socket readable (no
+// wake-up of the poller); released, they do. The mark stays within a
+// quarter of the receive buffer, which holding does not grow (Linux
+// clamps the TCP window only when it grows it: tcp_set_rcvlowat); a read
+// while held still returns what is there.
+func TestHoldWakeups(t *testing.T) {
+	r, w := pair(t)
+	const limit = 64 << 10
+	hold := HoldWakeups(r, limit)
+	if hold == nil {
+		t.Fatal("no hold for a TCP connection")
+	}
+	buf := sockopt(t, r, syscall.SO_RCVBUF)
+	hold(true)
+	if mark, want := sockopt(t, r, syscall.SO_RCVLOWAT), min(limit, buf/4); mark != want {
+		t.Fatalf("low-water mark %d, want %d (receive buffer %d)", mark, want, buf)
+	}
+	if got := sockopt(t, r, syscall.SO_RCVBUF); got != buf {
+		t.Fatalf("receive buffer %d → %d when held: the window would be clamped", buf, got)
+	}
+	if _, err := w.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if readable(t, r, 100) {
+		t.Fatal("100 bytes below the mark made the held socket readable")
+	}
+	p := make([]byte, 1000)
+	if n, err := r.Read(p); n != 100 || err != nil {
+		t.Fatalf("read while held: %d, %v; want the 100 bytes", n, err)
+	}
+	if _, err := w.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	hold(false)
+	if got := sockopt(t, r, syscall.SO_RCVLOWAT); got != 1 {
+		t.Fatalf("low-water mark %d after release, want 1", got)
+	}
+	if !readable(t, r, 5000) {
+		t.Fatal("released socket with 100 bytes queued is not readable")
+	}
+	if HoldWakeups(struct{ net.Conn }{r}, limit) != nil {
+		t.Fatal("a hold for a connection without a socket")
+	}
+}
