@@ -12,6 +12,8 @@ import (
 
 	"github.com/segmentio/kafka-go/protocol"
 	apiversionsAPI "github.com/segmentio/kafka-go/protocol/apiversions"
+	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -31,6 +33,8 @@ type brokerConn struct {
 
 	mu     sync.Mutex // serialises writes, correlation ids and the queue
 	corr   int32
+	wbuf   []byte // the Produce request being written (wire.go); under mu
+	rbuf   []byte // the Produce response being read; the reader's own
 	broken error
 	queue  chan *call
 	quit   chan struct{}
@@ -161,11 +165,27 @@ func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Durat
 	_ = c.nc.SetWriteDeadline(cl.deadline)
 	// Queue first: the answer may be read before WriteRequest returns.
 	c.queue <- cl
-	if err := protocol.WriteRequest(c.nc, v, cl.corr, clientID, msg); err != nil {
+	if err := c.write(v, cl.corr, msg); err != nil {
 		c.breakLocked(&net.OpError{Op: "write", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err})
 		return nil, c.broken
 	}
 	return cl, nil
+}
+
+// write writes msg as version v with correlation id corr: a Produce
+// request encoded by wire.go in one write, others by kafka-go. c.mu is
+// held.
+func (c *brokerConn) write(v int16, corr int32, msg protocol.Message) error {
+	if req, ok := msg.(*rawproduce.Request); ok {
+		if b, ok := appendProduceRequest(c.wbuf[:0], v, corr, req); ok {
+			_, err := c.nc.Write(b)
+			if c.wbuf = b; cap(b) > wireBufMax {
+				c.wbuf = nil
+			}
+			return err
+		}
+	}
+	return protocol.WriteRequest(c.nc, v, corr, clientID, msg)
 }
 
 // roundTrip sends msg and waits for its answer.
@@ -187,7 +207,20 @@ func (c *brokerConn) read() error {
 			return nil
 		}
 		_ = c.nc.SetReadDeadline(cl.deadline)
-		corr, res, err := protocol.ReadResponse(c.rd, cl.key, cl.version)
+		var (
+			corr int32
+			res  protocol.Message
+			err  error
+		)
+		if cl.key == protocol.Produce && cl.version >= produceMinVersion && cl.version <= produceMaxVersion {
+			var pr *produceAPI.Response
+			corr, pr, c.rbuf, err = readProduceResponse(c.rd, cl.version, c.rbuf)
+			if res = pr; cap(c.rbuf) > wireBufMax {
+				c.rbuf = nil
+			}
+		} else {
+			corr, res, err = protocol.ReadResponse(c.rd, cl.key, cl.version)
+		}
 		if err == nil && corr != cl.corr {
 			err = fmt.Errorf("correlation id %d, want %d", corr, cl.corr)
 		}
