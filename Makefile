@@ -128,6 +128,8 @@ unit:
 	$(GO) test -run '^$$' -fuzz FuzzFileReader -fuzztime 20s ./binlog/
 	# and of the MySQL binary JSON renderer against go-mysql's decoder
 	$(GO) test -run '^$$' -fuzz FuzzMySQLJSON -fuzztime 10s ./binlog/
+	# and of the Produce response reader (sink/wire.go)
+	$(GO) test -run '^$$' -fuzz FuzzReadProduceResponse -fuzztime 10s ./sink/
 
 vet:
 	$(GO) vet ./...
