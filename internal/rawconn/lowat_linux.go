@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !386
 
 package rawconn
 
@@ -18,12 +18,23 @@ import (
 // The mark is at most a quarter of the socket's receive buffer: Linux
 // grows the buffer and clamps the TCP window to the mark when the mark
 // needs more room than the buffer has (tcp_set_rcvlowat), and the clamp
-// stays after the mark is lowered; below a quarter it never does. A read
-// while the mark is raised still returns what is there; the caller lowers
-// it before its next read that may wait. The calls are raw, as this
-// package's reads: the scheduler's system call hooks would wake its
-// monitor thread. Linux only, with or without the race detector.
+// stays after the mark is lowered. Below a quarter that needs segments
+// taking over four times their payload in memory (Linux 6.7+ counts the
+// ratio), possible behind some network drivers: so the window clamp
+// (TCP_WINDOW_CLAMP) is read before and after raising the mark, and if it
+// changed it is put back and the mark is never raised on that socket
+// again. A read while the mark is raised still returns what is there; the
+// caller lowers it before its next read that may wait. The calls are raw,
+// as this package's reads: the scheduler's system call hooks would wake
+// its monitor thread. Linux only (not 386, whose socket calls go through
+// socketcall), with or without the race detector.
 func HoldWakeups(c net.Conn, limit int) func(on bool) {
+	return holdWakeups(c, limit, 1, 4)
+}
+
+// holdWakeups is HoldWakeups with the mark at most num/den of the receive
+// buffer (tests raise it to force the clamp).
+func holdWakeups(c net.Conn, limit int, num, den int32) func(on bool) {
 	sc, ok := c.(interface {
 		SyscallConn() (syscall.RawConn, error)
 	})
@@ -34,20 +45,42 @@ func HoldWakeups(c net.Conn, limit int) func(on bool) {
 	if err != nil {
 		return nil
 	}
+	off := false // the clamp changed once: the mark stays at one byte
 	return func(on bool) {
+		if off {
+			return
+		}
 		_ = rc.Control(func(fd uintptr) {
-			mark := int32(1)
-			if on {
-				var buf int32
-				size := uint32(unsafe.Sizeof(buf))
-				if _, _, e := syscall.RawSyscall6(syscall.SYS_GETSOCKOPT, fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF,
-					uintptr(unsafe.Pointer(&buf)), uintptr(unsafe.Pointer(&size)), 0); e != 0 {
-					return
-				}
-				mark = max(min(int32(limit), buf/4), 1)
+			if !on {
+				setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1)
+				return
 			}
-			syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT,
-				uintptr(unsafe.Pointer(&mark)), unsafe.Sizeof(mark), 0)
+			buf, ok1 := getInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+			clamp, ok2 := getInt(fd, syscall.IPPROTO_TCP, syscall.TCP_WINDOW_CLAMP)
+			if !ok1 || !ok2 {
+				return
+			}
+			setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(min(int32(limit), int32(int64(buf)*int64(num)/int64(den))), 1))
+			if after, ok := getInt(fd, syscall.IPPROTO_TCP, syscall.TCP_WINDOW_CLAMP); ok && after != clamp {
+				setInt(fd, syscall.IPPROTO_TCP, syscall.TCP_WINDOW_CLAMP, clamp)
+				setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1)
+				off = true
+			}
 		})
 	}
+}
+
+// getInt is getsockopt(2) of an int option, raw.
+func getInt(fd uintptr, level, opt int) (int32, bool) {
+	var v int32
+	size := uint32(unsafe.Sizeof(v))
+	_, _, e := syscall.RawSyscall6(syscall.SYS_GETSOCKOPT, fd, uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&v)), uintptr(unsafe.Pointer(&size)), 0)
+	return v, e == 0
+}
+
+// setInt is setsockopt(2) of an int option, raw.
+func setInt(fd uintptr, level, opt int, v int32) {
+	syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
 }

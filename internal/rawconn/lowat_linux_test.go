@@ -1,4 +1,4 @@
-//go:build linux && !race
+//go:build linux && !race && !386
 
 package rawconn
 
@@ -65,7 +65,11 @@ func TestHoldWakeups(t *testing.T) {
 		t.Fatal("no hold for a TCP connection")
 	}
 	buf := sockopt(t, r, syscall.SO_RCVBUF)
+	clamp := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP)
 	hold(true)
+	if got := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP); got != clamp {
+		t.Fatalf("window clamp %d → %d when held", clamp, got)
+	}
 	if mark, want := sockopt(t, r, syscall.SO_RCVLOWAT), min(limit, buf/4); mark != want {
 		t.Fatalf("low-water mark %d, want %d (receive buffer %d)", mark, want, buf)
 	}
@@ -94,5 +98,38 @@ func TestHoldWakeups(t *testing.T) {
 	}
 	if HoldWakeups(struct{ net.Conn }{r}, limit) != nil {
 		t.Fatal("a hold for a connection without a socket")
+	}
+}
+
+func tcpopt(t *testing.T, c net.Conn, opt int) int {
+	t.Helper()
+	var v int
+	var err error
+	fdCall(t, c, func(fd int) { v, err = syscall.GetsockoptInt(fd, syscall.IPPROTO_TCP, opt) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A mark that moves the TCP window clamp (here forced: twice the receive
+// buffer, which Linux answers by growing the buffer and clamping the
+// window to the mark) is undone at once, the clamp put back, and the mark
+// never raised on that socket again.
+func TestHoldWakeupsUndoesClamp(t *testing.T) {
+	r, _ := pair(t)
+	clamp := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP)
+	hold := holdWakeups(r, 1<<30, 2, 1)
+	hold(true)
+	if got := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP); got != clamp {
+		t.Fatalf("window clamp %d after the hold, want %d as before", got, clamp)
+	}
+	if got := sockopt(t, r, syscall.SO_RCVLOWAT); got != 1 {
+		t.Fatalf("low-water mark %d after a clamping hold, want 1", got)
+	}
+	hold(false)
+	hold(true)
+	if got := sockopt(t, r, syscall.SO_RCVLOWAT); got != 1 {
+		t.Fatalf("low-water mark %d: raised again after a clamp", got)
 	}
 }

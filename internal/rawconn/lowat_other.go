@@ -1,8 +1,8 @@
-//go:build !linux
+//go:build !linux || 386
 
 package rawconn
 
 import "net"
 
-// HoldWakeups: the low-water mark is raised on Linux only.
+// HoldWakeups: the low-water mark is raised on Linux only (not 386).
 func HoldWakeups(net.Conn, int) func(on bool) { return nil }
