@@ -108,7 +108,7 @@ func readProduceResponse(r io.Reader, v int16, buf []byte) (corr int32, res *pro
 	d := wireReader{b: buf}
 	corr = d.int32()
 	res = &produceAPI.Response{}
-	topics := d.count()
+	topics := d.count(6)
 	if d.bad {
 		return corr, nil, buf, fmt.Errorf("%w (v%d, %d bytes)", errMalformed, v, n)
 	}
@@ -116,7 +116,7 @@ func readProduceResponse(r io.Reader, v int16, buf []byte) (corr int32, res *pro
 	for i := range res.Topics {
 		t := &res.Topics[i]
 		t.Topic = d.string()
-		t.Partitions = make([]produceAPI.ResponsePartition, d.count())
+		t.Partitions = make([]produceAPI.ResponsePartition, d.count(partitionMin(v)))
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
 			p.Partition = d.int32()
@@ -127,7 +127,7 @@ func readProduceResponse(r io.Reader, v int16, buf []byte) (corr int32, res *pro
 				p.LogStartOffset = d.int64()
 			}
 			if v >= 8 {
-				if k := d.count(); k > 0 {
+				if k := d.count(6); k > 0 {
 					p.RecordErrors = make([]produceAPI.ResponseError, k)
 					for e := range p.RecordErrors {
 						p.RecordErrors[e].BatchIndex = d.int32()
@@ -186,14 +186,28 @@ func (d *wireReader) int64() int64 {
 	return 0
 }
 
-// count reads an ARRAY's length: −1 (null) is 0; one that cannot fit in
-// what is left is malformed.
-func (d *wireReader) count() int {
+// partitionMin is the fewest bytes a partition's answer of version v takes.
+func partitionMin(v int16) int {
+	n := 4 + 2 + 8 + 8 // index, error code, base offset, log append time
+	if v >= 5 {
+		n += 8
+	}
+	if v >= 8 {
+		n += 4 + 2 // record errors, error message
+	}
+	return n
+}
+
+// count reads an ARRAY's length: −1 (null) is 0; one whose elements of at
+// least each bytes cannot fit in what is left is malformed (so a broken
+// or hostile answer cannot make it allocate more than a few times its
+// size).
+func (d *wireReader) count(each int) int {
 	n := int(d.int32())
 	if n < 0 {
 		return 0
 	}
-	if n > len(d.b) {
+	if n > len(d.b)/each {
 		d.bad, d.b = true, nil
 		return 0
 	}
