@@ -25,9 +25,19 @@ func fdCall(t *testing.T, c net.Conn, f func(fd int)) {
 
 func sockopt(t *testing.T, c net.Conn, opt int) int {
 	t.Helper()
+	return getopt(t, c, syscall.SOL_SOCKET, opt)
+}
+
+func tcpopt(t *testing.T, c net.Conn, opt int) int {
+	t.Helper()
+	return getopt(t, c, syscall.IPPROTO_TCP, opt)
+}
+
+func getopt(t *testing.T, c net.Conn, level, opt int) int {
+	t.Helper()
 	var v int
 	var err error
-	fdCall(t, c, func(fd int) { v, err = syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, opt) })
+	fdCall(t, c, func(fd int) { v, err = syscall.GetsockoptInt(fd, level, opt) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,17 +109,6 @@ func TestHoldWakeups(t *testing.T) {
 	if HoldWakeups(struct{ net.Conn }{r}, limit) != nil {
 		t.Fatal("a hold for a connection without a socket")
 	}
-}
-
-func tcpopt(t *testing.T, c net.Conn, opt int) int {
-	t.Helper()
-	var v int
-	var err error
-	fdCall(t, c, func(fd int) { v, err = syscall.GetsockoptInt(fd, syscall.IPPROTO_TCP, opt) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // A mark that moves the TCP window clamp (here forced: twice the receive
