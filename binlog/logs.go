@@ -314,12 +314,13 @@ type listEvents func(query string, each func(eventRow) (stop bool)) error
 func streamEvents(c *client.Conn) listEvents {
 	return func(query string, each func(eventRow) bool) error {
 		var (
-			res     mysql.Result
-			col     = [4]int{-1, -1, -1, -1} // Pos, End_log_pos, Event_type, Info
-			stopped bool
+			res      mysql.Result
+			col      = [4]int{-1, -1, -1, -1} // Pos, End_log_pos, Event_type, Info
+			complete bool                     // every column found
+			stopped  bool
 		)
 		err := c.ExecuteSelectStreaming(query, &res, func(row []mysql.FieldValue) error {
-			if stopped || slices.Contains(col[:], -1) {
+			if stopped || !complete {
 				return nil
 			}
 			ev := eventRow{Pos: fieldUint(row[col[0]]), End: fieldUint(row[col[1]]), Type: string(row[col[2]].AsString()), Info: row[col[3]].AsString()}
@@ -331,9 +332,10 @@ func streamEvents(c *client.Conn) listEvents {
 					col[j] = i
 				}
 			}
+			complete = !slices.Contains(col[:], -1)
 			return nil
 		})
-		if err == nil && slices.Contains(col[:], -1) {
+		if err == nil && !complete {
 			err = fmt.Errorf("binlog: %s: the result lacks one of the columns Pos, End_log_pos, Event_type, Info", query)
 		}
 		return err

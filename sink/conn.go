@@ -214,8 +214,10 @@ func (c *brokerConn) read() error {
 		)
 		if cl.key == protocol.Produce && cl.version >= produceMinVersion && cl.version <= produceMaxVersion {
 			var pr *produceAPI.Response
-			corr, pr, c.rbuf, err = readProduceResponse(c.rd, cl.version, c.rbuf)
-			if res = pr; cap(c.rbuf) > wireBufMax {
+			if corr, pr, c.rbuf, err = readProduceResponse(c.rd, cl.version, c.rbuf); err == nil {
+				res = pr
+			}
+			if cap(c.rbuf) > wireBufMax {
 				c.rbuf = nil
 			}
 		} else {

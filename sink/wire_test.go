@@ -131,9 +131,7 @@ func TestProduceResponseMalformed(t *testing.T) {
 	for n := 4; n < len(b); n++ {
 		cut := append([]byte(nil), b[:n]...)
 		// The size claims only what is there: the fields run out.
-		if n >= 4 {
-			cut[0], cut[1], cut[2], cut[3] = 0, 0, byte((n-4)>>8), byte(n-4)
-		}
+		cut[0], cut[1], cut[2], cut[3] = 0, 0, byte((n-4)>>8), byte(n-4)
 		if _, res, _, err := readProduceResponse(bytes.NewReader(cut), 8, nil); err == nil || res != nil {
 			t.Fatalf("cut at %d of %d: %v, %v", n, len(b), res, err)
 		}
