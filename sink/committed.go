@@ -47,8 +47,8 @@ func CommittedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[
 }
 
 func committedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
-	return partitionHeads(ctx, cfg, topic, "newest committed record", func(cl *cluster, addr string, partition int32, dial time.Duration) (map[string]string, error) {
-		bc, err := dialBroker(ctx, addr, dial, cl.sec)
+	return partitionHeads(ctx, cfg, topic, "newest committed record", func(ctx context.Context, sec *Security, addr string, partition int32, dial time.Duration) (map[string]string, error) {
+		bc, err := dialBroker(ctx, addr, dial, sec)
 		if err != nil {
 			return nil, err
 		}

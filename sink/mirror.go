@@ -169,7 +169,15 @@ func latestByKey(ctx context.Context, cfg Config, topic string, key []byte) (val
 		if !ok {
 			return nil, false, fmt.Errorf("sink: read %s/%d: %w", topic, p.PartitionIndex, kafka.LeaderNotAvailable)
 		}
-		v, ok, err := latestInPartition(ctx, sec, addr, topic, int(p.PartitionIndex), key)
+		type hit struct {
+			v  []byte
+			ok bool
+		}
+		r, err := whileLeader(ctx, cl, topic, p.PartitionIndex, p.LeaderID, func(ctx context.Context) (hit, error) {
+			v, ok, err := latestInPartition(ctx, sec, addr, topic, int(p.PartitionIndex), key)
+			return hit{v, ok}, err
+		})
+		v, ok := r.v, r.ok
 		if err != nil {
 			return nil, false, fmt.Errorf("sink: read %s/%d (leader %s): %w", topic, p.PartitionIndex, addr, err)
 		}
@@ -196,8 +204,10 @@ func latestInPartition(ctx context.Context, sec *Security, leader, topic string,
 		return nil, false, err
 	}
 	defer conn.Close()
-	// A paused leader accepts the connection and never answers: bounded.
+	// A paused leader accepts the connection and never answers: bounded,
+	// and ended at once when ctx is (the leader moved: whileLeader).
 	_ = conn.SetDeadline(time.Now().Add(startupReadTimeout))
+	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })()
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
 		return nil, false, err
@@ -210,6 +220,9 @@ func latestInPartition(ctx context.Context, sec *Security, leader, topic string,
 		dl = time.Now().Add(30 * time.Second)
 	}
 	_ = conn.SetReadDeadline(dl)
+	if ctx.Err() != nil { // before the line above, the cancel's deadline was overwritten
+		return nil, false, ctx.Err()
+	}
 	for next := first; next < last; {
 		batch := conn.ReadBatch(1, 16<<20)
 		for {

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/describeconfigs"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+	"golang.org/x/sync/errgroup"
 )
 
 // HeaderTxnEnd is the record header holding the binlog position after the
@@ -83,14 +84,14 @@ func retryLeader[T any](ctx context.Context, f func() (T, error)) (T, error) {
 }
 
 func newestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[string]string, error) {
-	return partitionHeads(ctx, cfg, topic, "newest record", func(cl *cluster, addr string, partition int32, dial time.Duration) (map[string]string, error) {
-		return newest(ctx, cl.sec, addr, topic, int(partition), dial)
+	return partitionHeads(ctx, cfg, topic, "newest record", func(ctx context.Context, sec *Security, addr string, partition int32, dial time.Duration) (map[string]string, error) {
+		return newest(ctx, sec, addr, topic, int(partition), dial)
 	})
 }
 
 // headsReader reads one partition's headers from its leader at addr, the
-// dial and handshake bounded by dial.
-type headsReader func(cl *cluster, addr string, partition int32, dial time.Duration) (map[string]string, error)
+// dial and handshake bounded by dial; it returns soon after ctx ends.
+type headsReader func(ctx context.Context, sec *Security, addr string, partition int32, dial time.Duration) (map[string]string, error)
 
 // partitionHeads runs read on the leader of each partition of topic and
 // returns the headers found by partition (a missing topic: none), each
@@ -152,7 +153,10 @@ func headsRetrying(ctx context.Context, cl *cluster, topic string, partition int
 				dial = startupRetryDial
 			}
 			first = false
-			if h, err = read(cl, addr, partition, dial); err == nil {
+			h, err = whileLeader(ctx, cl, topic, partition, leader, func(ctx context.Context) (map[string]string, error) {
+				return read(ctx, cl.sec, addr, partition, dial)
+			})
+			if err == nil {
 				return h, nil
 			}
 			err = fmt.Errorf("sink: %s of %s/%d (leader %s): %w", what, topic, partition, addr, err)
@@ -170,6 +174,54 @@ func headsRetrying(ctx context.Context, cl *cluster, topic string, partition int
 		}
 	}
 }
+
+// whileLeader returns read's result, read being run on partition's
+// leader (broker id leader) while cl's metadata, asked again every
+// leaderPoll, still names that leader. When it names another (Kafka
+// fenced a dead or paused broker, broker.session.timeout.ms), read's ctx
+// is cancelled and, unless read completed meanwhile, the error wraps
+// errLeaderMoved (retriable): a paused leader accepts connections and
+// never answers, and the try on it then ends within leaderPoll of the
+// move instead of at its read timeout. A metadata error leaves read
+// running. read must not use cl (whileLeader asks cl meanwhile).
+func whileLeader[T any](ctx context.Context, cl *cluster, topic string, partition, leader int32, read func(context.Context) (T, error)) (T, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		g    errgroup.Group
+		v    T
+		rerr error
+	)
+	done := make(chan struct{})
+	g.Go(func() error {
+		defer close(done)
+		v, rerr = read(rctx)
+		return nil
+	})
+	poll := time.NewTicker(leaderPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-done:
+			_ = g.Wait()
+			return v, rerr
+		case <-poll.C:
+			meta, err := cl.metadata(ctx, topic, true)
+			if err != nil || leaderOf(meta, partition) == leader {
+				continue
+			}
+			cancel()
+			_ = g.Wait()
+			if rerr == nil {
+				return v, nil
+			}
+			return v, fmt.Errorf("broker %d, now broker %d: %w (%v)", leader, leaderOf(meta, partition), errLeaderMoved, rerr)
+		}
+	}
+}
+
+// leaderPoll is how often whileLeader asks whether the leader moved.
+const leaderPoll = 250 * time.Millisecond
 
 // startupRetryDial bounds the dial and handshake of the tries after the first.
 const startupRetryDial = time.Second
@@ -239,6 +291,8 @@ func newest(ctx context.Context, sec *Security, leader, topic string, partition 
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(startupReadTimeout))
+	// Cancelling ctx (the leader moved: whileLeader) ends a read at once.
+	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })()
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
 		return nil, err

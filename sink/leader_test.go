@@ -1,0 +1,83 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// whileLeader against kfake: a read that only ends when cancelled (a
+// paused leader) ends with errLeaderMoved once the metadata names another
+// leader; a read that completes returns its result, leader moved or not;
+// a read's own error is returned as it is while the leader stays.
+func TestWhileLeader(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl := newCluster(c.ListenAddrs(), time.Second, false, nil)
+	t.Cleanup(cl.close)
+	ctx := context.Background()
+	leader := func() int32 {
+		meta, err := cl.metadata(ctx, "t", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaderOf(meta, 0)
+	}
+	other := func(id int32) int32 { return 1 - id } // kfake's nodes are 0 and 1
+
+	t.Run("moved", func(t *testing.T) {
+		from := leader()
+		started := make(chan struct{})
+		go func() {
+			<-started
+			if err := c.MoveTopicPartition("t", 0, other(from)); err != nil {
+				t.Error(err)
+			}
+		}()
+		_, err := whileLeader(ctx, cl, "t", 0, from, func(ctx context.Context) (int, error) {
+			close(started)
+			<-ctx.Done() // a paused broker: no answer until given up
+			return 0, ctx.Err()
+		})
+		if !errors.Is(err, errLeaderMoved) || !retriable(err) {
+			t.Fatalf("got %v, want a retriable error wrapping errLeaderMoved", err)
+		}
+		if got := leader(); got != other(from) {
+			t.Fatalf("leader %d after the move, want %d", got, other(from))
+		}
+	})
+	t.Run("answered", func(t *testing.T) {
+		from := leader()
+		v, err := whileLeader(ctx, cl, "t", 0, from, func(ctx context.Context) (int, error) { return 7, nil })
+		if err != nil || v != 7 {
+			t.Fatalf("got %d, %v; want 7, nil", v, err)
+		}
+	})
+	t.Run("answered as it moved", func(t *testing.T) {
+		from := leader()
+		v, err := whileLeader(ctx, cl, "t", 0, from, func(ctx context.Context) (int, error) {
+			if err := c.MoveTopicPartition("t", 0, other(from)); err != nil {
+				return 0, err
+			}
+			<-ctx.Done()
+			return 8, nil // completed although cancelled: its result stands
+		})
+		if err != nil || v != 8 {
+			t.Fatalf("got %d, %v; want 8, nil", v, err)
+		}
+	})
+	t.Run("own error", func(t *testing.T) {
+		from := leader()
+		boom := errors.New("boom")
+		_, err := whileLeader(ctx, cl, "t", 0, from, func(ctx context.Context) (int, error) { return 0, boom })
+		if err != boom {
+			t.Fatalf("got %v, want the read's own error", err)
+		}
+	})
+}
