@@ -312,6 +312,9 @@ func TestConfigValidateJoinsAllSections(t *testing.T) {
 			want: []string{"source.user:", "router.topic:", "kafka.brokers:", "checkpoint.key:",
 				`log.format: "xml"`, `log.level: "trace"`, "shutdown-timeout: 0s", "retry-backoff-max: 500ms"},
 		},
+		{name: "gc-headroom off", mod: func(c *Config) { c.GCHeadroom = 0 }},
+		{name: "gc-headroom negative", mod: func(c *Config) { c.GCHeadroom = -1 }, want: []string{"gc-headroom: -1: want 0 (off) to 1073741824 (1 GiB) bytes"}},
+		{name: "gc-headroom above 1 GiB", mod: func(c *Config) { c.GCHeadroom = 1<<30 + 1 }, want: []string{"gc-headroom: 1073741825:"}},
 		{
 			name: "several errors in one section and one in another",
 			mod: func(c *Config) {

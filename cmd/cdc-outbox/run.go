@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/gcpace"
 	"github.com/cdc-outbox/cdc-outbox/ha"
 	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
@@ -107,6 +108,11 @@ exit 0.`,
 				govCtx, stopGov := context.WithCancel(gctx)
 				defer stopGov()
 				g.Go(func() error { return gov.Run(govCtx) })
+			}
+			if pacer := gcpace.New(cfg.GCHeadroom, log); pacer != nil {
+				pacerCtx, stopPacer := context.WithCancel(gctx)
+				defer stopPacer()
+				g.Go(func() error { return pacer.Run(pacerCtx) })
 			}
 			phase, live := health.NewPhase("connecting to the source"), health.NewRegistry()
 			ticker := live.Ticker("publisher", pipeline.LivenessPeriod(cfg))
