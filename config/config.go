@@ -57,12 +57,13 @@ type Config struct {
 	// transactions). Default true; ignored when GOMAXPROCS is set in the
 	// environment.
 	AdaptiveProcs bool `yaml:"adaptive-procs" env:"ADAPTIVE_PROCS"`
-	// GCHeadroom: run keeps the Go garbage collector's heap goal at least
-	// this many bytes above the live heap (package gcpace: a small heap
-	// was collected several times a second, about a seventh of the CPU
-	// of a trickle). Default 16777216 (16 MiB); 0 leaves the runtime's
-	// pacing (GOGC) alone; at most 1073741824 (1 GiB). Ignored when GOGC
-	// is set in the environment.
+	// GCHeadroom: run gives the Go garbage collector this many bytes of
+	// headroom above the live heap (package gcpace: a ballast the
+	// collector counts as live and nothing touches; a small heap was
+	// collected several times a second, about a seventh of the CPU of a
+	// trickle). Default 16777216 (16 MiB); 0 for none; at most
+	// 1073741824 (1 GiB). Ignored when GOGC or GOMEMLIMIT is set in the
+	// environment.
 	GCHeadroom int64 `yaml:"gc-headroom" env:"GC_HEADROOM"`
 }
 

@@ -2,123 +2,91 @@ package gcpace
 
 import (
 	"context"
+	"os"
 	"runtime"
-	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 )
 
-func TestPercent(t *testing.T) {
-	const mib = 1 << 20
-	for _, c := range []struct {
-		name           string
-		live, headroom uint64
-		base, want     int
-	}{
-		{"off", 3 * mib, 0, 100, 100},
-		{"small heap: the headroom", 4 * mib, 16 * mib, 100, 400},
-		{"rounded up", 3 * mib, 16 * mib, 100, 534},
-		{"heap as large as the headroom: GOGC's own", 16 * mib, 16 * mib, 100, 100},
-		{"large heap: GOGC's own", 200 * mib, 16 * mib, 100, 100},
-		{"a higher base stays", 4 * mib, 16 * mib, 800, 800},
-		{"tiny heap: capped", 1 << 10, 16 * mib, 100, MaxPercent},
-		{"no heap marked yet", 0, 16 * mib, 100, MaxPercent},
-		{"largest headroom", 1, 1 << 30, 100, MaxPercent},
-	} {
-		if got := Percent(c.live, c.headroom, c.base); got != c.want {
-			t.Errorf("%s: Percent(%d, %d, %d) = %d, want %d", c.name, c.live, c.headroom, c.base, got, c.want)
+func read(t *testing.T, names ...string) []uint64 {
+	t.Helper()
+	s := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	out := make([]uint64, len(s))
+	for i := range s {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			t.Fatalf("%s: not supported", s[i].Name)
 		}
-		if goal, min := float64(c.live)*(1+float64(Percent(c.live, c.headroom, c.base))/100), float64(c.live+c.headroom); c.live > 0 && c.headroom > 0 && goal < min && Percent(c.live, c.headroom, c.base) < MaxPercent {
-			t.Errorf("%s: goal %.0f below live + headroom %.0f", c.name, goal, min)
+		out[i] = s[i].Value.Uint64()
+	}
+	return out
+}
+
+// rss returns the process's resident set in bytes (Linux: /proc/self/statm).
+func rss(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm")
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+// With the ballast the collector's goal is at least the live heap plus
+// the headroom (GOGC 100: twice their sum) and falls back once Run ends;
+// the ballast's pages are not resident.
+func TestBallast(t *testing.T) {
+	for _, k := range []string{"GOGC", "GOMEMLIMIT"} {
+		if _, ok := os.LookupEnv(k); ok {
+			t.Skipf("%s is set in the environment", k)
 		}
+	}
+	const headroom = 64 << 20 // far above this test's own heap
+	runtime.GC()
+	before := read(t, "/gc/heap/goal:bytes")[0]
+	r0 := rss(t)
+	b := New(headroom)
+	if b == nil || b.Size() != headroom {
+		t.Fatalf("New(%d) = %v", headroom, b)
+	}
+	runtime.GC()
+	m := read(t, "/gc/heap/live:bytes", "/gc/heap/goal:bytes")
+	live, goal := m[0], m[1]
+	if live < headroom || goal < live+headroom {
+		t.Fatalf("with a %d-byte ballast: live %d, goal %d; want the ballast live and the goal ≥ live + headroom", headroom, live, goal)
+	}
+	if grown := rss(t) - r0; grown > headroom/4 {
+		t.Fatalf("RSS grew by %d bytes with a %d-byte ballast: its pages were touched", grown, headroom)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Run(ctx); err != nil || b.Size() != 0 {
+		t.Fatalf("Run: %v, size %d after", err, b.Size())
+	}
+	runtime.GC()
+	if after := read(t, "/gc/heap/goal:bytes")[0]; after >= goal || after > before+headroom/4 {
+		t.Fatalf("goal %d after Run (with the ballast %d, before it %d): the ballast was not released", after, goal, before)
 	}
 }
 
-// Run with a simulated collector: each collection applies the percentage
-// for the live heap it left (only when it changes), and cancelling
-// restores the base.
-func TestPacerRun(t *testing.T) {
-	const mib = 1 << 20
-	fires := make(chan func(), 1)
-	lives := make(chan uint64, 1)
-	sets := make(chan int, 10)
-	p := &Pacer{headroom: 16 * mib, base: 100, log: zap.NewNop(),
-		live: func() uint64 { return <-lives },
-		set:  func(v int) int { sets <- v; return 0 },
-		arm:  func(fire func()) { fires <- fire }}
-	ctx, cancel := context.WithCancel(context.Background())
-	var g errgroup.Group
-	g.Go(func() error { return p.Run(ctx) })
-	collect := func(live uint64) {
-		fire := <-fires
-		lives <- live
-		fire()
+func TestNewOff(t *testing.T) {
+	if New(0) != nil || New(-1) != nil {
+		t.Fatal("a headroom of 0 or less must give no ballast")
 	}
-	expect := func(want int) {
-		t.Helper()
-		if got := <-sets; got != want {
-			t.Fatalf("SetGCPercent(%d), want %d", got, want)
-		}
+	t.Setenv("GOGC", "200")
+	if New(1<<20) != nil {
+		t.Fatal("GOGC set: want no ballast")
 	}
-	collect(4 * mib)
-	expect(400)
-	collect(4 * mib) // unchanged: not set again
-	collect(64 * mib)
-	expect(100)
-	collect(8 * mib)
-	expect(200)
-	cancel()
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	expect(100)
-	select {
-	case v := <-sets:
-		t.Fatalf("SetGCPercent(%d) after the restore", v)
-	default:
-	}
-}
-
-// The real collector: a collection fires the cleanup, the percentage for
-// this test process's small heap is applied, and the base comes back when
-// Run ends.
-func TestPacerRuntime(t *testing.T) {
-	sets := make(chan int, 100)
-	p := New(16<<20, zap.NewNop())
-	if p == nil {
-		t.Skip("GOGC is set in the environment")
-	}
-	real := p.set
-	p.set = func(v int) int { sets <- v; return real(v) }
-	ctx, cancel := context.WithCancel(context.Background())
-	var g errgroup.Group
-	g.Go(func() error { return p.Run(ctx) })
-	deadline := time.Now().Add(time.Minute)
-	got := 0
-	for got <= 100 && time.Now().Before(deadline) {
-		runtime.GC()
-		select {
-		case got = <-sets:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if got <= 100 {
-		t.Fatalf("no percentage above 100 applied after collections (live heap %d bytes)", liveHeap())
-	}
-	cancel()
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	for len(sets) > 0 {
-		got = <-sets
-	}
-	if got != 100 {
-		t.Fatalf("last SetGCPercent(%d), want the base 100 restored", got)
-	}
-	if prev := debug.SetGCPercent(100); prev != 100 {
-		t.Fatalf("GOGC %d after Run, want 100", prev)
+	os.Unsetenv("GOGC")
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	if New(1<<20) != nil {
+		t.Fatal("GOMEMLIMIT set: want no ballast")
 	}
 }

@@ -109,10 +109,10 @@ exit 0.`,
 				defer stopGov()
 				g.Go(func() error { return gov.Run(govCtx) })
 			}
-			if pacer := gcpace.New(cfg.GCHeadroom, log); pacer != nil {
-				pacerCtx, stopPacer := context.WithCancel(gctx)
-				defer stopPacer()
-				g.Go(func() error { return pacer.Run(pacerCtx) })
+			if ballast := gcpace.New(cfg.GCHeadroom); ballast != nil {
+				ballastCtx, release := context.WithCancel(gctx)
+				defer release()
+				g.Go(func() error { return ballast.Run(ballastCtx) })
 			}
 			phase, live := health.NewPhase("connecting to the source"), health.NewRegistry()
 			ticker := live.Ticker("publisher", pipeline.LivenessPeriod(cfg))
