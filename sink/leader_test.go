@@ -40,7 +40,10 @@ func TestWhileLeader(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		_, err := whileLeader(ctx, cl, "t", 0, from, func(ctx context.Context) (int, error) {
+		// Bounded: a move not seen ends with the deadline, not errLeaderMoved.
+		bounded, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := whileLeader(bounded, cl, "t", 0, from, func(ctx context.Context) (int, error) {
 			close(started)
 			<-ctx.Done() // a paused broker: no answer until given up
 			return 0, ctx.Err()
@@ -80,4 +83,51 @@ func TestWhileLeader(t *testing.T) {
 			t.Fatalf("got %v, want the read's own error", err)
 		}
 	})
+}
+
+// dialPartition to a broker that never answers, with SASL (kafka-go runs
+// the SASL exchange without deadlines): it ends after its timeout, and at
+// once when its ctx is cancelled, instead of waiting for ever.
+func TestDialPartitionSilentBroker(t *testing.T) {
+	addr := silentBroker(t)
+	sec := NewSecurity(Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "p"}})
+	if sec.err != nil {
+		t.Fatal(sec.err)
+	}
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration
+		cancel  bool
+	}{
+		{"timeout", 300 * time.Millisecond, false},
+		{"cancelled", time.Hour, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				conn, err := dialPartition(ctx, sec, c.timeout, addr, "t", 0)
+				if err == nil {
+					conn.Close()
+				}
+				done <- err
+			}()
+			if c.cancel {
+				time.Sleep(200 * time.Millisecond) // into the SASL handshake
+				cancel()
+			}
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("connected to a broker that never answers")
+				}
+				if !retriable(err) {
+					t.Fatalf("%v: want a retriable error (another broker, or the same later)", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("dialPartition still waiting on a silent broker after 30 s")
+			}
+		})
+	}
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -196,10 +194,7 @@ func latestInPartition(ctx context.Context, sec *Security, leader, topic string,
 			value, seen, err = nil, false, fmt.Errorf("%w: reading %s/%d: %v: delete the mirror topic (it is recreated and refilled at the next checkpoint write) or set checkpoint.mirror-topic to a new name", ErrMirror, topic, partition, r)
 		}
 	}()
-	d := sec.dialer(startupDialTimeout)
-	host, port, _ := net.SplitHostPort(leader)
-	pn, _ := strconv.Atoi(port)
-	conn, err := d.DialPartition(ctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
+	conn, err := dialPartition(ctx, sec, startupDialTimeout, leader, topic, partition)
 	if err != nil {
 		return nil, false, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sort"
 	"strconv"
 	"time"
@@ -153,8 +152,9 @@ func headsRetrying(ctx context.Context, cl *cluster, topic string, partition int
 				dial = startupRetryDial
 			}
 			first = false
+			sec := cl.sec // the read must not use cl: whileLeader asks it meanwhile
 			h, err = whileLeader(ctx, cl, topic, partition, leader, func(ctx context.Context) (map[string]string, error) {
-				return read(ctx, cl.sec, addr, partition, dial)
+				return read(ctx, sec, addr, partition, dial)
 			})
 			if err == nil {
 				return h, nil
@@ -280,12 +280,7 @@ func clusterPartitions(ctx context.Context, cl *cluster, brokers []string, topic
 // newest returns the headers of the partition's newest record, read from
 // its leader; nil when it holds none.
 func newest(ctx context.Context, sec *Security, leader, topic string, partition int, dial time.Duration) (map[string]string, error) {
-	d := sec.dialer(dial)
-	host, port, _ := net.SplitHostPort(leader)
-	pn, _ := strconv.Atoi(port)
-	dctx, cancel := context.WithTimeout(ctx, dial)
-	defer cancel()
-	conn, err := d.DialPartition(dctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
+	conn, err := dialPartition(ctx, sec, dial, leader, topic, partition)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -458,6 +459,48 @@ func (s *Security) dialer(timeout time.Duration) *kafka.Dialer {
 		return &kafka.Dialer{Timeout: timeout}
 	}
 	return &kafka.Dialer{Timeout: timeout, DialFunc: s.dial, SASLMechanism: s.mech}
+}
+
+// dialPartition connects to partition's leader at addr (host:port) with
+// sec's TLS and SASL settings (sec may be nil), the TCP dial, the TLS and
+// SASL handshakes ended by ctx or after timeout. kafka-go runs the SASL
+// exchange without deadlines and without ctx, so a paused broker (it
+// accepts the connection and never answers) would hold it for ever: its
+// socket is closed instead.
+func dialPartition(ctx context.Context, sec *Security, timeout time.Duration, addr, topic string, partition int) (*kafka.Conn, error) {
+	d := sec.dialer(timeout)
+	base := d.DialFunc
+	if base == nil {
+		base = (&net.Dialer{}).DialContext
+	}
+	var raw atomic.Pointer[net.Conn]
+	d.DialFunc = func(ctx context.Context, network, address string) (net.Conn, error) {
+		nc, err := base(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		raw.Store(&nc)
+		if err := ctx.Err(); err != nil { // ended before the AfterFunc below could see nc
+			nc.Close()
+			return nil, err
+		}
+		return nc, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stop := context.AfterFunc(dctx, func() {
+		if nc := raw.Load(); nc != nil {
+			(*nc).Close()
+		}
+	})
+	host, port, _ := net.SplitHostPort(addr)
+	pn, _ := strconv.Atoi(port)
+	conn, err := d.DialPartition(dctx, "tcp", "", kafka.Partition{Topic: topic, ID: partition, Leader: kafka.Broker{Host: host, Port: pn}})
+	if !stop() && err == nil { // ended as the dial completed: its socket is closed
+		conn.Close()
+		return nil, fmt.Errorf("dial %s: %w", addr, dctx.Err())
+	}
+	return conn, err
 }
 
 // DialLeader connects to the leader of topic's partition (found through
