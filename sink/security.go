@@ -512,20 +512,27 @@ func DialLeader(ctx context.Context, cfg Config, topic string, partition int) (*
 }
 
 func dialLeader(ctx context.Context, cfg Config, topic string, partition int) (*kafka.Conn, error) {
+	// The leader from the project's metadata connection (each broker's
+	// dial and handshakes bounded), then dialPartition: kafka-go's own
+	// DialLeader runs SASL without deadlines, and a paused broker held it
+	// for ever.
 	s := NewSecurity(cfg)
-	var errs []error
-	for _, b := range cfg.Brokers {
-		c, err := s.dialer(s.timeout).DialLeader(ctx, "tcp", b, topic, partition)
-		if err == nil {
-			return c, nil
-		}
-		err = s.explain(ctx, b, err)
-		if errors.Is(err, ErrSecurity) || ctx.Err() != nil {
-			return nil, err
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", b, err))
+	cl := newCluster(cfg.Brokers, s.timeout, false, nil)
+	cl.sec = s
+	defer cl.close()
+	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("leader of %s/%d: %w", topic, partition, errors.Join(errs...))
+	addr, ok := cl.brokers[leaderOf(meta, int32(partition))]
+	if !ok {
+		return nil, fmt.Errorf("leader of %s/%d: %w", topic, partition, kafka.LeaderNotAvailable)
+	}
+	c, err := dialPartition(ctx, s, s.timeout, addr, topic, partition)
+	if err != nil {
+		return nil, fmt.Errorf("leader of %s/%d (%s): %w", topic, partition, addr, s.explain(ctx, addr, err))
+	}
+	return c, nil
 }
 
 // Connection describes one established broker connection (check).
