@@ -60,8 +60,7 @@ type Config struct {
 	// GCHeadroom: run gives the Go garbage collector this many bytes of
 	// headroom above the live heap (package gcpace: a ballast the
 	// collector counts as live and nothing touches; a small heap was
-	// collected several times a second, about a seventh of the CPU of a
-	// trickle). Default 16777216 (16 MiB); 0 for none; at most
+	// collected several times a second; 7–13 % less CPU for a trickle). Default 16777216 (16 MiB); 0 for none; at most
 	// 1073741824 (1 GiB). Ignored when GOGC or GOMEMLIMIT is set in the
 	// environment.
 	GCHeadroom int64 `yaml:"gc-headroom" env:"GC_HEADROOM"`

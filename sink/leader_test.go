@@ -131,3 +131,40 @@ func TestDialPartitionSilentBroker(t *testing.T) {
 		})
 	}
 }
+
+// A connection from dialPartition is closed when its ctx ends, whatever
+// deadline its user set: the reads of a leader that moved end at once
+// (whileLeader), not at their timeout.
+func TestDialPartitionClosedByCtx(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conn, err := dialPartition(ctx, nil, 5*time.Second, c.ListenAddrs()[0], "t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{}) // no deadline at all
+	if _, _, err := conn.ReadOffsets(); err != nil {
+		t.Fatalf("read before the cancel: %v", err)
+	}
+	cancel()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, err := conn.ReadOffsets()
+		if err != nil {
+			if !retriable(err) {
+				t.Fatalf("read after the cancel: %v, want a retriable error", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection still answers 30 s after its ctx ended")
+		}
+		time.Sleep(10 * time.Millisecond) // the AfterFunc runs in its own goroutine
+	}
+}

@@ -199,10 +199,9 @@ func latestInPartition(ctx context.Context, sec *Security, leader, topic string,
 		return nil, false, err
 	}
 	defer conn.Close()
-	// A paused leader accepts the connection and never answers: bounded,
-	// and ended at once when ctx is (the leader moved: whileLeader).
+	// A paused leader accepts the connection and never answers: bounded
+	// (and ended at once when ctx is: dialPartition).
 	_ = conn.SetDeadline(time.Now().Add(startupReadTimeout))
-	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })()
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
 		return nil, false, err
@@ -215,9 +214,6 @@ func latestInPartition(ctx context.Context, sec *Security, leader, topic string,
 		dl = time.Now().Add(30 * time.Second)
 	}
 	_ = conn.SetReadDeadline(dl)
-	if ctx.Err() != nil { // before the line above, the cancel's deadline was overwritten
-		return nil, false, ctx.Err()
-	}
 	for next := first; next < last; {
 		batch := conn.ReadBatch(1, 16<<20)
 		for {

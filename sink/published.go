@@ -286,8 +286,6 @@ func newest(ctx context.Context, sec *Security, leader, topic string, partition 
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(startupReadTimeout))
-	// Cancelling ctx (the leader moved: whileLeader) ends a read at once.
-	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })()
 	first, last, err := conn.ReadOffsets()
 	if err != nil || last <= first {
 		return nil, err

@@ -462,11 +462,13 @@ func (s *Security) dialer(timeout time.Duration) *kafka.Dialer {
 }
 
 // dialPartition connects to partition's leader at addr (host:port) with
-// sec's TLS and SASL settings (sec may be nil), the TCP dial, the TLS and
-// SASL handshakes ended by ctx or after timeout. kafka-go runs the SASL
-// exchange without deadlines and without ctx, so a paused broker (it
-// accepts the connection and never answers) would hold it for ever: its
-// socket is closed instead.
+// sec's TLS and SASL settings (sec may be nil). The TCP dial and the TLS
+// and SASL handshakes end after timeout, and the connection's socket is
+// closed as soon as ctx ends, for as long as the connection is open: a
+// paused broker accepts the connection and never answers, and kafka-go
+// runs the SASL exchange without deadlines or ctx (it would wait for
+// ever), and a caller's later SetDeadline cannot undo a close (whileLeader
+// cancels the reads of a leader that moved that way).
 func dialPartition(ctx context.Context, sec *Security, timeout time.Duration, addr, topic string, partition int) (*kafka.Conn, error) {
 	d := sec.dialer(timeout)
 	base := d.DialFunc
@@ -474,17 +476,17 @@ func dialPartition(ctx context.Context, sec *Security, timeout time.Duration, ad
 		base = (&net.Dialer{}).DialContext
 	}
 	var raw atomic.Pointer[net.Conn]
-	d.DialFunc = func(ctx context.Context, network, address string) (net.Conn, error) {
-		nc, err := base(ctx, network, address)
+	d.DialFunc = func(dctx context.Context, network, address string) (net.Conn, error) {
+		nc, err := base(dctx, network, address)
 		if err != nil {
 			return nil, err
 		}
 		raw.Store(&nc)
-		if err := ctx.Err(); err != nil { // ended before the AfterFunc below could see nc
+		if err := dctx.Err(); err != nil { // ended before the AfterFunc below could see nc
 			nc.Close()
 			return nil, err
 		}
-		return nc, nil
+		return &watchedConn{Conn: nc, stop: context.AfterFunc(ctx, func() { nc.Close() })}, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -501,6 +503,18 @@ func dialPartition(ctx context.Context, sec *Security, timeout time.Duration, ad
 		return nil, fmt.Errorf("dial %s: %w", addr, dctx.Err())
 	}
 	return conn, err
+}
+
+// watchedConn is a socket closed when a context ends (dialPartition);
+// closing it first lets the context go.
+type watchedConn struct {
+	net.Conn
+	stop func() bool // context.AfterFunc's
+}
+
+func (c *watchedConn) Close() error {
+	c.stop()
+	return c.Conn.Close()
 }
 
 // DialLeader connects to the leader of topic's partition (found through
