@@ -90,7 +90,7 @@ func validConfig() Config {
 func TestDefaultConfig(t *testing.T) {
 	d := DefaultConfig()
 	want := Config{Addr: "127.0.0.1:3306", ServerID: 5701, Table: "im_event_outbox", PositionMode: ModeFile,
-		HeartbeatPeriod: 5 * time.Second, ReadTimeout: 30 * time.Second, Linger: 2 * time.Millisecond, ServerIDWait: 20 * time.Second, TxnBuffer: 256, BufferBytes: 16 << 20,
+		HeartbeatPeriod: 5 * time.Second, ReadTimeout: 30 * time.Second, Linger: 3 * time.Millisecond, ServerIDWait: 20 * time.Second, TxnBuffer: 256, BufferBytes: 16 << 20,
 		BackfillWhere: DefaultBackfillWhere}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("DefaultConfig() = %+v, want %+v", d, want)

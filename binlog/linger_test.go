@@ -59,12 +59,13 @@ func TestLingerConnPauses(t *testing.T) {
 			pauses = append(pauses, d)
 			time.Sleep(d)
 		},
-		hold: func(on bool) {
+		hold: func(on bool) bool {
 			if on == held {
 				t.Errorf("hold(%v) twice", on)
 			}
 			held = on
 			holds++
+			return on
 		},
 		from: time.Now().Add(-time.Second)}
 	buf := make([]byte, 64<<10)
@@ -87,5 +88,56 @@ func TestLingerConnPauses(t *testing.T) {
 		if p <= 0 || p > 2*time.Millisecond {
 			t.Errorf("pause %s, want (0, 2ms]", p)
 		}
+	}
+}
+
+// deadlines is a net.Conn that records the read deadlines set on it.
+type deadlines struct {
+	net.Conn
+	set []time.Time
+}
+
+func (d *deadlines) SetReadDeadline(t time.Time) error { d.set = append(d.set, t); return nil }
+func (d *deadlines) SetDeadline(t time.Time) error     { d.set = append(d.set, t); return nil }
+
+// The per-packet read deadlines go-mysql asks for (now + read timeout)
+// reach the socket only when the one set would be more than an eighth of
+// the timeout late: never earlier than asked, at most 12.5 % later. An
+// earlier deadline (interrupting a read), a zero one (none) and
+// SetDeadline pass at once.
+func TestLingerConnDeadlines(t *testing.T) {
+	d := &deadlines{}
+	c := &lingerConn{Conn: d}
+	const timeout = 8 * time.Second
+	base := time.Now()
+	for i := 0; i < 2000; i++ { // 2 s of asks, one per millisecond
+		asked := base.Add(time.Duration(i)*time.Millisecond + timeout)
+		slack := asked.Sub(time.Now()) / 8 // an eighth of the distance (the asks run ahead of the clock here)
+		if err := c.SetReadDeadline(asked); err != nil {
+			t.Fatal(err)
+		}
+		if last := d.set[len(d.set)-1]; last.Before(asked) || last.Sub(asked) > slack {
+			t.Fatalf("ask %d: deadline %s after the ask, want within [0, %s]", i, last.Sub(asked), slack)
+		}
+	}
+	if n := len(d.set); n < 2 || n > 4 {
+		t.Fatalf("%d deadlines set for 2000 asks over 2 s at a timeout of %s, want 2 to 4 (one per second)", n, timeout)
+	}
+	n := len(d.set)
+	past := time.Unix(1, 0)
+	c.SetReadDeadline(past)
+	if len(d.set) != n+1 || !d.set[n].Equal(past) {
+		t.Fatalf("an earlier deadline was not passed on at once: %v", d.set[n:])
+	}
+	c.SetReadDeadline(base.Add(timeout))
+	c.SetReadDeadline(time.Time{})
+	if len(d.set) != n+3 || !d.set[n+2].IsZero() {
+		t.Fatalf("a zero deadline was not passed on: %v", d.set[n:])
+	}
+	c.SetReadDeadline(base.Add(timeout))
+	c.SetDeadline(base.Add(2 * timeout))
+	c.SetReadDeadline(base.Add(timeout + time.Millisecond))
+	if len(d.set) != n+6 {
+		t.Fatalf("after SetDeadline the next read deadline was coalesced with the one before: %v", d.set[n:])
 	}
 }

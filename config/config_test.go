@@ -105,7 +105,7 @@ func TestLoadConfigFull(t *testing.T) {
 	want := Default()
 	want.Source = binlog.Config{Flavor: "mariadb", Addr: "db.internal:3306", User: "cdc_outbox", Password: "from-file",
 		ServerID: 6001, Schema: "im", Table: "outbox", PositionMode: "gtid", Start: "gtid:0-1-42",
-		HeartbeatPeriod: 2 * time.Second, ReadTimeout: 15 * time.Second, Linger: 2 * time.Millisecond, ServerIDWait: time.Minute, TxnBuffer: 16, BufferBytes: 16 << 20,
+		HeartbeatPeriod: 2 * time.Second, ReadTimeout: 15 * time.Second, Linger: 3 * time.Millisecond, ServerIDWait: time.Minute, TxnBuffer: 16, BufferBytes: 16 << 20,
 		BackfillWhere: binlog.DefaultBackfillWhere}
 	want.Router.Topic = "im.{event_type}"
 	want.Kafka.Brokers = []string{"k1:9092", "k2:9092"}

@@ -13,6 +13,11 @@
 // never blocks, so it needs no hand-off of its processor: RawSyscall is
 // what the runtime itself uses for such calls.
 //
+// Sleeper is a pause on a timerfd(2) waited in the same poller: one
+// wake-up at its end, where a Go timer wakes the process once per
+// millisecond of the pause (the poller's timeouts are whole
+// milliseconds); the binlog stream's linger uses it.
+//
 // Errors are what net.Conn returns: *net.OpError wrapping the errno
 // (os.SyscallError), os.ErrDeadlineExceeded or net.ErrClosed; io.EOF at
 // the end of the stream. Wrap returns other connections (TLS, pipes)

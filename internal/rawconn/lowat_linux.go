@@ -6,14 +6,21 @@ import (
 	"net"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // HoldWakeups returns a function that, with on, raises c's receive
 // low-water mark (SO_RCVLOWAT, socket(7)) to at most limit bytes, so that
 // segments arriving while nothing reads (a pause between two reads) do
-// not wake the runtime's network poller; without on it lowers the mark
-// back to one byte. Nil when c has no socket (SyscallConn): a TLS
-// connection's records are not its socket's bytes.
+// not wake the runtime's network poller; without on (a release, before a
+// read) it lowers the mark back to one byte unless bytes are queued
+// (SIOCINQ, tcp(7)): a read then returns them without waiting, and the
+// mark stays raised for the next pause, so that a stream busy at every
+// read costs one ioctl(2) per read, not five socket option calls. It
+// reports whether the mark is raised after the call: the caller releases
+// before each read while it is. Nil when c has no socket (SyscallConn): a
+// TLS connection's records are not its socket's bytes.
 //
 // The mark is at most a quarter of the socket's receive buffer: Linux
 // grows the buffer and clamps the TCP window to the mark when the mark
@@ -23,18 +30,18 @@ import (
 // ratio), possible behind some network drivers: so the window clamp
 // (TCP_WINDOW_CLAMP) is read before and after raising the mark, and if it
 // changed it is put back and the mark is never raised on that socket
-// again. A read while the mark is raised still returns what is there; the
-// caller lowers it before its next read that may wait. The calls are raw,
-// as this package's reads: the scheduler's system call hooks would wake
-// its monitor thread. Linux only (not 386, whose socket calls go through
+// again. A read while the mark is raised still returns what is there
+// (a non-blocking read does not wait for the mark). The calls are raw, as
+// this package's reads: the scheduler's system call hooks would wake its
+// monitor thread. Linux only (not 386, whose socket calls go through
 // socketcall), with or without the race detector.
-func HoldWakeups(c net.Conn, limit int) func(on bool) {
+func HoldWakeups(c net.Conn, limit int) func(on bool) bool {
 	return holdWakeups(c, limit, 1, 4)
 }
 
 // holdWakeups is HoldWakeups with the mark at most num/den of the receive
 // buffer (tests raise it to force the clamp).
-func holdWakeups(c net.Conn, limit int, num, den int32) func(on bool) {
+func holdWakeups(c net.Conn, limit int, num, den int32) func(on bool) bool {
 	sc, ok := c.(interface {
 		SyscallConn() (syscall.RawConn, error)
 	})
@@ -45,14 +52,20 @@ func holdWakeups(c net.Conn, limit int, num, den int32) func(on bool) {
 	if err != nil {
 		return nil
 	}
-	off := false // the clamp changed once: the mark stays at one byte
-	return func(on bool) {
-		if off {
-			return
+	off := false    // the clamp changed once: the mark stays at one byte
+	raised := false // the mark is above one byte
+	return func(on bool) bool {
+		if off || on == raised {
+			return raised
 		}
 		_ = rc.Control(func(fd uintptr) {
 			if !on {
+				var queued int32
+				if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&queued))); e == 0 && queued > 0 {
+					return
+				}
 				setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1)
+				raised = false
 				return
 			}
 			buf, ok1 := getInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF)
@@ -61,12 +74,14 @@ func holdWakeups(c net.Conn, limit int, num, den int32) func(on bool) {
 				return
 			}
 			setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(min(int32(limit), int32(int64(buf)*int64(num)/int64(den))), 1))
+			raised = true
 			if after, ok := getInt(fd, syscall.IPPROTO_TCP, syscall.TCP_WINDOW_CLAMP); ok && after != clamp {
 				setInt(fd, syscall.IPPROTO_TCP, syscall.TCP_WINDOW_CLAMP, clamp)
 				setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1)
-				off = true
+				raised, off = false, true
 			}
 		})
+		return raised
 	}
 }
 

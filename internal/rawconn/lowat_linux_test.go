@@ -63,10 +63,12 @@ func readable(t *testing.T, c net.Conn, ms int) bool {
 }
 
 // While held, bytes below the mark do not make the socket readable (no
-// wake-up of the poller); released, they do. The mark stays within a
-// quarter of the receive buffer, which holding does not grow (Linux
-// clamps the TCP window only when it grows it: tcp_set_rcvlowat); a read
-// while held still returns what is there.
+// wake-up of the poller); released with nothing queued, they do. A
+// release while bytes are queued leaves the mark raised (the read returns
+// them without waiting). The mark stays within a quarter of the receive
+// buffer, which holding does not grow (Linux clamps the TCP window only
+// when it grows it: tcp_set_rcvlowat); a read while held still returns
+// what is there.
 func TestHoldWakeups(t *testing.T) {
 	r, w := pair(t)
 	const limit = 64 << 10
@@ -76,12 +78,15 @@ func TestHoldWakeups(t *testing.T) {
 	}
 	buf := sockopt(t, r, syscall.SO_RCVBUF)
 	clamp := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP)
-	hold(true)
+	if !hold(true) {
+		t.Fatal("hold(true) reports the mark not raised")
+	}
 	if got := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP); got != clamp {
 		t.Fatalf("window clamp %d → %d when held", clamp, got)
 	}
-	if mark, want := sockopt(t, r, syscall.SO_RCVLOWAT), min(limit, buf/4); mark != want {
-		t.Fatalf("low-water mark %d, want %d (receive buffer %d)", mark, want, buf)
+	mark := min(limit, buf/4)
+	if got := sockopt(t, r, syscall.SO_RCVLOWAT); got != mark {
+		t.Fatalf("low-water mark %d, want %d (receive buffer %d)", got, mark, buf)
 	}
 	if got := sockopt(t, r, syscall.SO_RCVBUF); got != buf {
 		t.Fatalf("receive buffer %d → %d when held: the window would be clamped", buf, got)
@@ -92,16 +97,24 @@ func TestHoldWakeups(t *testing.T) {
 	if readable(t, r, 100) {
 		t.Fatal("100 bytes below the mark made the held socket readable")
 	}
+	if !hold(false) {
+		t.Fatal("released with 100 bytes queued: the mark was lowered, want it kept")
+	}
+	if got := sockopt(t, r, syscall.SO_RCVLOWAT); got != mark {
+		t.Fatalf("low-water mark %d after a release with bytes queued, want %d", got, mark)
+	}
 	p := make([]byte, 1000)
 	if n, err := r.Read(p); n != 100 || err != nil {
 		t.Fatalf("read while held: %d, %v; want the 100 bytes", n, err)
 	}
-	if _, err := w.Write(make([]byte, 100)); err != nil {
-		t.Fatal(err)
+	if hold(false) {
+		t.Fatal("released with nothing queued: the mark is still raised")
 	}
-	hold(false)
 	if got := sockopt(t, r, syscall.SO_RCVLOWAT); got != 1 {
 		t.Fatalf("low-water mark %d after release, want 1", got)
+	}
+	if _, err := w.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
 	}
 	if !readable(t, r, 5000) {
 		t.Fatal("released socket with 100 bytes queued is not readable")
@@ -119,7 +132,9 @@ func TestHoldWakeupsUndoesClamp(t *testing.T) {
 	r, _ := pair(t)
 	clamp := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP)
 	hold := holdWakeups(r, 1<<30, 2, 1)
-	hold(true)
+	if hold(true) {
+		t.Fatal("a clamping hold reports the mark raised")
+	}
 	if got := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP); got != clamp {
 		t.Fatalf("window clamp %d after the hold, want %d as before", got, clamp)
 	}

@@ -5,4 +5,4 @@ package rawconn
 import "net"
 
 // HoldWakeups: the low-water mark is raised on Linux only (not 386).
-func HoldWakeups(net.Conn, int) func(on bool) { return nil }
+func HoldWakeups(net.Conn, int) func(on bool) bool { return nil }
