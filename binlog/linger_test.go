@@ -3,6 +3,7 @@ package binlog
 import (
 	"errors"
 	"net"
+	"slices"
 	"testing"
 	"time"
 )
@@ -103,41 +104,80 @@ func (d *deadlines) SetDeadline(t time.Time) error     { d.set = append(d.set, t
 // The per-packet read deadlines go-mysql asks for (now + read timeout)
 // reach the socket only when the one set would be more than an eighth of
 // the timeout late: never earlier than asked, at most 12.5 % later. An
-// earlier deadline (interrupting a read), a zero one (none) and
-// SetDeadline pass at once.
+// earlier deadline (go-mysql's close asks for now+100ms), a past one, a
+// zero one (none) and SetDeadline are set as asked, at once.
 func TestLingerConnDeadlines(t *testing.T) {
 	d := &deadlines{}
-	c := &lingerConn{Conn: d}
+	clock := time.Now()
+	c := &lingerConn{Conn: d, now: func() time.Time { return clock }}
 	const timeout = 8 * time.Second
-	base := time.Now()
 	for i := 0; i < 2000; i++ { // 2 s of asks, one per millisecond
-		asked := base.Add(time.Duration(i)*time.Millisecond + timeout)
-		slack := asked.Sub(time.Now()) / 8 // an eighth of the distance (the asks run ahead of the clock here)
+		clock = clock.Add(time.Millisecond)
+		asked := clock.Add(timeout)
 		if err := c.SetReadDeadline(asked); err != nil {
 			t.Fatal(err)
 		}
-		if last := d.set[len(d.set)-1]; last.Before(asked) || last.Sub(asked) > slack {
-			t.Fatalf("ask %d: deadline %s after the ask, want within [0, %s]", i, last.Sub(asked), slack)
+		if last := d.set[len(d.set)-1]; last.Before(asked) || last.Sub(asked) > timeout/8 {
+			t.Fatalf("ask %d: deadline %s after the ask, want within [0, %s]", i, last.Sub(asked), timeout/8)
 		}
 	}
-	if n := len(d.set); n < 2 || n > 4 {
-		t.Fatalf("%d deadlines set for 2000 asks over 2 s at a timeout of %s, want 2 to 4 (one per second)", n, timeout)
+	if n := len(d.set); n != 2 {
+		t.Fatalf("%d deadlines set for 2000 asks over 2 s at a timeout of %s, want 2 (one per second)", n, timeout)
 	}
+	exact := func(what string, ask time.Time, set func(time.Time) error) {
+		t.Helper()
+		n := len(d.set)
+		if err := set(ask); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.set) != n+1 || !d.set[n].Equal(ask) {
+			t.Fatalf("%s was not set as asked, at once: %v, want %v", what, d.set[n:], ask)
+		}
+	}
+	exact("an interrupting deadline (now+100ms)", clock.Add(100*time.Millisecond), c.SetReadDeadline)
+	exact("a past deadline", time.Unix(1, 0), c.SetReadDeadline)
+	c.SetReadDeadline(clock.Add(timeout))
+	exact("a zero deadline", time.Time{}, c.SetReadDeadline)
+	c.SetReadDeadline(clock.Add(timeout))
+	exact("SetDeadline", clock.Add(2*timeout), c.SetDeadline)
 	n := len(d.set)
-	past := time.Unix(1, 0)
-	c.SetReadDeadline(past)
-	if len(d.set) != n+1 || !d.set[n].Equal(past) {
-		t.Fatalf("an earlier deadline was not passed on at once: %v", d.set[n:])
-	}
-	c.SetReadDeadline(base.Add(timeout))
-	c.SetReadDeadline(time.Time{})
-	if len(d.set) != n+3 || !d.set[n+2].IsZero() {
-		t.Fatalf("a zero deadline was not passed on: %v", d.set[n:])
-	}
-	c.SetReadDeadline(base.Add(timeout))
-	c.SetDeadline(base.Add(2 * timeout))
-	c.SetReadDeadline(base.Add(timeout + time.Millisecond))
-	if len(d.set) != n+6 {
+	c.SetReadDeadline(clock.Add(timeout + time.Millisecond))
+	if len(d.set) != n+1 {
 		t.Fatalf("after SetDeadline the next read deadline was coalesced with the one before: %v", d.set[n:])
+	}
+}
+
+// A release that finds bytes queued keeps the mark raised (hold(false)
+// reports true): the read goes ahead, and the next pause raises nothing
+// again; once a release lowers it, the next pause raises it anew.
+func TestLingerConnKeepsMarkWhileQueued(t *testing.T) {
+	var calls []string
+	queued := []bool{true, false} // what the releases find, in turn
+	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 100, 100}}, linger: time.Millisecond,
+		sleep: func(time.Duration) { calls = append(calls, "sleep") },
+		hold: func(on bool) bool {
+			if on {
+				calls = append(calls, "raise")
+				return true
+			}
+			q := queued[0]
+			queued = queued[1:]
+			calls = append(calls, map[bool]string{true: "keep", false: "lower"}[q])
+			return q
+		},
+		from: time.Now().Add(-time.Second)}
+	buf := make([]byte, 1000)
+	for i := 0; i < 3; i++ {
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		c.from = time.Now().Add(-time.Millisecond / 2) // the next pause is due in half a millisecond
+	}
+	want := []string{"raise", "sleep", "keep", "sleep", "lower"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	if c.held {
+		t.Fatal("held after a release that lowered the mark")
 	}
 }

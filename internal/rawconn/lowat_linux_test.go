@@ -6,7 +6,8 @@ import (
 	"net"
 	"syscall"
 	"testing"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // fdCall runs f on c's socket.
@@ -47,17 +48,13 @@ func getopt(t *testing.T, c net.Conn, level, opt int) int {
 // readable polls c's socket for readability for up to ms milliseconds.
 func readable(t *testing.T, c net.Conn, ms int) bool {
 	t.Helper()
-	var n uintptr
-	var errno syscall.Errno
+	var n int
+	var err error
 	fdCall(t, c, func(fd int) {
-		pfd := struct {
-			fd              int32
-			events, revents int16
-		}{int32(fd), 1 /* POLLIN */, 0}
-		n, _, errno = syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(ms))
+		n, err = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms) // ppoll(2) where poll(2) is missing (arm64)
 	})
-	if errno != 0 {
-		t.Fatal(errno)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return n == 1
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sleeper pauses its caller on a timerfd(2) waited in the runtime's
@@ -27,8 +29,7 @@ type Sleeper struct {
 // NewSleeper returns a Sleeper, or the error of timerfd_create(2) or of
 // registering the descriptor with the poller (then time.Sleep will do).
 func NewSleeper() (*Sleeper, error) {
-	const tfdNonblock, tfdCloexec = syscall.O_NONBLOCK, syscall.O_CLOEXEC
-	fd, _, e := syscall.RawSyscall(syscall.SYS_TIMERFD_CREATE, 1 /* CLOCK_MONOTONIC */, tfdNonblock|tfdCloexec, 0)
+	fd, _, e := syscall.RawSyscall(unix.SYS_TIMERFD_CREATE, unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC, 0)
 	if e != 0 {
 		return nil, os.NewSyscallError("timerfd_create", e)
 	}
@@ -47,10 +48,10 @@ func (s *Sleeper) Sleep(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	spec := [4]int64{0, 0, int64(d / time.Second), int64(d % time.Second)} // itimerspec: no interval, it_value d (relative)
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))} // no interval; it_value d, relative
 	var ok bool
 	_ = s.rc.Control(func(fd uintptr) {
-		_, _, e := syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec[0])), 0, 0, 0)
+		_, _, e := syscall.RawSyscall6(unix.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
 		ok = e == 0
 	})
 	if !ok {
