@@ -194,3 +194,56 @@ func batchCount(raw []byte) int32 { return int32(binary.BigEndian.Uint32(raw[4+b
 func nextSequence(seq, n int32) int32 {
 	return int32((int64(seq) + int64(n)) % (1 << 31))
 }
+
+// spares keeps the record batch buffers of acknowledged rounds for the
+// next rounds (a trickle's rounds are small and many: a fresh buffer per
+// batch was a fifth of the bytes the publisher allocated), by size class:
+// powers of two from 1 KiB to 64 KiB, at most spareDepth of each (about
+// 2 MiB in all). Larger batches (a backlog's) are left to the collector.
+type spares [spareClasses][][]byte
+
+const (
+	spareMin     = 10 // 1 KiB
+	spareClasses = 7  // up to 64 KiB
+	spareDepth   = 16
+)
+
+// spareClass returns the class of a buffer of at least n bytes and its
+// capacity, or -1 when n is above the largest class.
+func spareClass(n int) (int, int) {
+	for k := 0; k < spareClasses; k++ {
+		if size := 1 << (spareMin + k); n <= size {
+			return k, size
+		}
+	}
+	return -1, n
+}
+
+// take returns an empty buffer of capacity at least n.
+func (s *spares) take(n int) []byte {
+	k, size := spareClass(n)
+	if k < 0 {
+		return make([]byte, 0, n)
+	}
+	if l := len(s[k]); l > 0 {
+		b := s[k][l-1]
+		s[k][l-1] = nil
+		s[k] = s[k][:l-1]
+		return b[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+// recycle keeps the buffers of r's batches, which must all be
+// acknowledged (none is sent or stamped again), and drops them from r.
+func (s *spares) recycle(r *Round) {
+	for _, b := range r.batches {
+		if !b.done || b.raw == nil {
+			continue
+		}
+		if k, size := spareClass(cap(b.raw)); k >= 0 && cap(b.raw) == size && len(s[k]) < spareDepth {
+			s[k] = append(s[k], b.raw)
+		}
+		b.raw = nil
+	}
+}

@@ -38,6 +38,13 @@ type transport interface {
 	close()
 }
 
+// metadataCache is a transport whose cached metadata can be had without
+// a context (*cluster): the Producer looks there first, every round.
+type metadataCache interface {
+	// cached returns topic's metadata while cached (metadataTTL), or nil.
+	cached(topic string) *metadataAPI.ResponseTopic
+}
+
 // pending is a request in flight.
 type pending interface {
 	wait(ctx context.Context) (protocol.Message, error)
@@ -230,9 +237,16 @@ func dialFirst(ctx context.Context, addrs []string, timeout time.Duration, sec *
 	return best, errs
 }
 
+func (c *cluster) cached(topic string) *metadataAPI.ResponseTopic {
+	if ct, ok := c.topics[topic]; ok && time.Since(ct.at) < metadataTTL {
+		return ct.t
+	}
+	return nil
+}
+
 func (c *cluster) metadata(ctx context.Context, topic string, fresh bool) (*metadataAPI.ResponseTopic, error) {
-	if ct, ok := c.topics[topic]; ok && !fresh && time.Since(ct.at) < metadataTTL {
-		return ct.t, nil
+	if t := c.cached(topic); t != nil && !fresh {
+		return t, nil
 	}
 	res, err := c.metaRoundTrip(ctx, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: c.allowAuto})
 	if err != nil {

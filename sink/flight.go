@@ -93,8 +93,35 @@ func (w *Writer) trim(pending *[]binlog.Position, n int, f flight) error {
 	w.dropPending(pending, n)
 	// The next round is sized like this one (not like the largest so
 	// far: a trickle after a backlog would clear megabytes per round).
-	w.msgs, w.owner, w.bytes = make([]kafka.Message, 0, max(len(f.msgs), 8)), make([]int, 0, max(len(f.owner), 8)), 0
+	w.msgs, w.owner, w.bytes = w.roundSlices(max(len(f.msgs), 8))
 	return nil
+}
+
+// Spare round slices: at most spareRounds landed rounds' record and owner
+// slices are kept, of at most spareRoundCap records (a backlog's large
+// rounds are left to the collector).
+const spareRounds, spareRoundCap = 8, 1024
+
+// roundSlices returns empty record and owner slices for a round of about
+// n records: a landed round's (keep) when one is large enough.
+func (w *Writer) roundSlices(n int) ([]kafka.Message, []int, int64) {
+	for i := len(w.spare) - 1; i >= 0; i-- {
+		if s := w.spare[i]; cap(s.msgs) >= n && cap(s.owner) >= n {
+			w.spare = slices.Delete(w.spare, i, i+1)
+			return s.msgs[:0], s.owner[:0], 0
+		}
+	}
+	return make([]kafka.Message, 0, n), make([]int, 0, n), 0
+}
+
+// keep saves landed round f's record and owner slices (cleared: the
+// records' keys, values and headers go to the collector) for roundSlices.
+// Only once the round is acknowledged for good: nothing resends it.
+func (w *Writer) keep(f flight) {
+	clear(f.msgs)
+	if len(w.spare) < spareRounds && cap(f.msgs) <= spareRoundCap && cap(f.owner) <= spareRoundCap {
+		w.spare = append(w.spare, flight{msgs: f.msgs[:0], owner: f.owner[:0]})
+	}
 }
 
 // dropPending drops the first n pending transactions and their sizes,
@@ -231,7 +258,7 @@ func (w *Writer) done(ctx context.Context, f flight) error {
 	if err := w.ackFirst(ctx, pendingTxns{f.pend, f.sizes, f.evs, f.owns}, f.n); err != nil {
 		return err
 	}
-	clear(f.msgs)
+	w.keep(f)
 	return nil
 }
 

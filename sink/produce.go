@@ -83,6 +83,8 @@ type Producer struct {
 	inflight []*Round
 
 	topics map[string]*topicInfo // the current round's topics
+	known  map[string]*topicInfo // the last topicInfo of each topic, reused while the cluster's cached metadata is the same
+	spare  spares                // record batch buffers of acknowledged rounds
 
 	txn *txnState // exactly-once delivery (txn.go); nil: at-least-once
 }
@@ -182,6 +184,7 @@ func newProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger, tr transp
 		log:      log,
 		warn:     logging.NewLimiter(10*time.Second, 3), // a broker outage: 3 retry warnings per 10 s, with the count suppressed
 		topics:   map[string]*topicInfo{},
+		known:    map[string]*topicInfo{},
 		pinned:   map[string]int{},
 		pid:      -1,
 		epoch:    -1,
@@ -301,7 +304,7 @@ func (c *Producer) Begin(ctx context.Context, msgs []kafka.Message) (*Round, err
 	now := time.Now().UnixMilli()
 	for _, b := range r.batches {
 		var err error
-		if b.raw, err = appendBatch(make([]byte, 0, batchCap(msgs, b.idx)), msgs, b.idx, now, c.codec); err != nil {
+		if b.raw, err = appendBatch(c.spare.take(batchCap(msgs, b.idx)), msgs, b.idx, now, c.codec); err != nil {
 			return nil, fmt.Errorf("encode the batch of %s/%d: %w", b.topic, b.partition, err)
 		}
 		if c.txn != nil {
@@ -440,7 +443,11 @@ func (c *Producer) Wait(ctx context.Context, r *Round) error {
 		}
 		if len(again) == 0 {
 			c.release(ctx)
-			return c.result(r)
+			err := c.result(r)
+			if err == nil && c.txn == nil {
+				c.spare.recycle(r) // every batch acknowledged: nothing sends or stamps them again
+			}
+			return err
 		}
 		if wait {
 			failed := len(again)
@@ -806,6 +813,10 @@ func (c *Producer) topic(ctx context.Context, topic string) (*topicInfo, error) 
 	if err != nil {
 		return nil, err
 	}
+	if t := c.known[topic]; t != nil && t.meta == meta {
+		c.topics[topic] = t // the same cached metadata: checked and sorted already
+		return t, nil
+	}
 	t := &topicInfo{meta: meta, ids: make([]int, 0, len(meta.Partitions))}
 	for _, p := range meta.Partitions {
 		t.ids = append(t.ids, int(p.PartitionIndex))
@@ -821,6 +832,7 @@ func (c *Producer) topic(ctx context.Context, topic string) (*topicInfo, error) 
 		return nil, &PartitionCountError{Topic: topic, Pinned: n, Now: len(t.ids)}
 	}
 	c.topics[topic] = t
+	c.known[topic] = t
 	return t, nil
 }
 
@@ -851,6 +863,11 @@ func (c *Producer) leaders(ctx context.Context, bs []*batch) error {
 // metadata returns topic's partitions (the cluster's cached view, which
 // errors drop).
 func (c *Producer) metadata(ctx context.Context, topic string) (*metadataAPI.ResponseTopic, error) {
+	if mc, ok := c.tr.(metadataCache); ok {
+		if t := mc.cached(topic); t != nil {
+			return t, nil // no request: no deadline to set
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
 	return c.tr.metadata(ctx, topic, false)

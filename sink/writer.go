@@ -55,6 +55,7 @@ type Writer struct {
 	prod   *Producer // kw before any wrapping; nil with a fake
 
 	flights []flight    // rounds in flight (pipelined), oldest first
+	spare   []flight    // the slices of landed rounds, for the next rounds (roundSlices)
 	tick    *time.Timer // bounds Run's wait for the oldest round's answer
 
 	// Exactly-once (flight.go, commit): the rounds landed in the open
