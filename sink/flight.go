@@ -80,7 +80,9 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 		}
 		f.r = r
 	} else if len(w.flights) == 0 {
-		// Nothing in flight: acknowledge at once.
+		// Nothing in flight: acknowledge at once. f's slices are the ones
+		// still gathering the next round (no trim follows): not kept.
+		f.msgs, f.owner = nil, nil
 		return w.landed(ctx, f, pending)
 	}
 	w.flights = append(w.flights, f)
@@ -102,6 +104,11 @@ func (w *Writer) trim(pending *[]binlog.Position, n int, f flight) error {
 // rounds are left to the collector).
 const spareRounds, spareRoundCap = 8, 1024
 
+// shares reports whether a and b have the same backing array.
+func shares[T any](a, b []T) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
+}
+
 // roundSlices returns empty record and owner slices for a round of about
 // n records: a landed round's (keep) when one is large enough.
 func (w *Writer) roundSlices(n int) ([]kafka.Message, []int, int64) {
@@ -118,6 +125,9 @@ func (w *Writer) roundSlices(n int) ([]kafka.Message, []int, int64) {
 // records' keys, values and headers go to the collector) for roundSlices.
 // Only once the round is acknowledged for good: nothing resends it.
 func (w *Writer) keep(f flight) {
+	if cap(f.msgs) == 0 || cap(f.owner) == 0 || shares(f.msgs, w.msgs) || shares(f.owner, w.owner) {
+		return // nothing to keep, or the slices still gathering the next round
+	}
 	clear(f.msgs)
 	if len(w.spare) < spareRounds && cap(f.msgs) <= spareRoundCap && cap(f.owner) <= spareRoundCap {
 		w.spare = append(w.spare, flight{msgs: f.msgs[:0], owner: f.owner[:0]})

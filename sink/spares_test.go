@@ -87,4 +87,14 @@ func TestRoundSlices(t *testing.T) {
 	if m, _, _ := w.roundSlices(100); cap(m) != 100 {
 		t.Fatalf("a round larger than every kept one: cap %d, want a new slice of 100", cap(m))
 	}
+	// The slices still gathering the next round are never kept (a round
+	// with no records landed at once hands keep the Writer's own).
+	w.spare = nil
+	w.msgs, w.owner, _ = w.roundSlices(8)
+	w.msgs = append(w.msgs, kafka.Message{Topic: "gathering"})
+	w.owner = append(w.owner, 0)
+	w.keep(flight{msgs: w.msgs[:0], owner: w.owner[:0]})
+	if len(w.spare) != 0 || w.msgs[0].Topic != "gathering" {
+		t.Fatalf("keep took the slices still gathering (%d kept, record %+v)", len(w.spare), w.msgs[0])
+	}
 }
