@@ -75,11 +75,11 @@ func (c *lingerConn) SetReadDeadline(t time.Time) error {
 	defer c.dmu.Unlock()
 	set := t
 	if !t.IsZero() {
-		now := time.Now()
+		now := time.Now
 		if c.now != nil {
-			now = c.now()
+			now = c.now
 		}
-		d := t.Sub(now)
+		d := t.Sub(now())
 		if !c.set.IsZero() && !t.After(c.set) {
 			if d > 0 && c.set.Sub(t) <= d/8 {
 				return nil // covered: the deadline set is later than t by at most an eighth of t's distance

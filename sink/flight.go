@@ -95,7 +95,8 @@ func (w *Writer) trim(pending *[]binlog.Position, n int, f flight) error {
 	w.dropPending(pending, n)
 	// The next round is sized like this one (not like the largest so
 	// far: a trickle after a backlog would clear megabytes per round).
-	w.msgs, w.owner, w.bytes = w.roundSlices(max(len(f.msgs), 8))
+	w.msgs, w.owner = w.roundSlices(max(len(f.msgs), 8))
+	w.bytes = 0
 	return nil
 }
 
@@ -111,14 +112,14 @@ func shares[T any](a, b []T) bool {
 
 // roundSlices returns empty record and owner slices for a round of about
 // n records: a landed round's (keep) when one is large enough.
-func (w *Writer) roundSlices(n int) ([]kafka.Message, []int, int64) {
+func (w *Writer) roundSlices(n int) ([]kafka.Message, []int) {
 	for i := len(w.spare) - 1; i >= 0; i-- {
 		if s := w.spare[i]; cap(s.msgs) >= n && cap(s.owner) >= n {
 			w.spare = slices.Delete(w.spare, i, i+1)
-			return s.msgs[:0], s.owner[:0], 0
+			return s.msgs[:0], s.owner[:0]
 		}
 	}
-	return make([]kafka.Message, 0, n), make([]int, 0, n), 0
+	return make([]kafka.Message, 0, n), make([]int, 0, n)
 }
 
 // keep saves landed round f's record and owner slices (cleared: the

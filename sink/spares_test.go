@@ -60,18 +60,18 @@ func TestSpares(t *testing.T) {
 // than spareRounds.
 func TestRoundSlices(t *testing.T) {
 	w := &Writer{}
-	msgs, owner, _ := w.roundSlices(8)
+	msgs, owner := w.roundSlices(8)
 	msgs = append(msgs, kafka.Message{Key: []byte("k"), Value: []byte("v")})
 	owner = append(owner, 0)
 	w.keep(flight{msgs: msgs, owner: owner})
 	if msgs[0].Key != nil {
 		t.Fatal("keep did not clear the records (their keys and values stay reachable)")
 	}
-	m2, o2, _ := w.roundSlices(4)
+	m2, o2 := w.roundSlices(4)
 	if len(m2) != 0 || len(o2) != 0 || &m2[:1][0] != &msgs[:1][0] || &o2[:1][0] != &owner[:1][0] {
 		t.Fatal("roundSlices did not hand out the kept slices, emptied")
 	}
-	if m3, _, _ := w.roundSlices(4); &m3[:1][0] == &msgs[:1][0] {
+	if m3, _ := w.roundSlices(4); &m3[:1][0] == &msgs[:1][0] {
 		t.Fatal("the kept slices were handed out twice")
 	}
 	w.keep(flight{msgs: make([]kafka.Message, 0, spareRoundCap+1), owner: make([]int, 0, spareRoundCap+1)})
@@ -84,13 +84,13 @@ func TestRoundSlices(t *testing.T) {
 	if len(w.spare) != spareRounds {
 		t.Fatalf("%d rounds' slices kept, want at most %d", len(w.spare), spareRounds)
 	}
-	if m, _, _ := w.roundSlices(100); cap(m) != 100 {
+	if m, _ := w.roundSlices(100); cap(m) != 100 {
 		t.Fatalf("a round larger than every kept one: cap %d, want a new slice of 100", cap(m))
 	}
 	// The slices still gathering the next round are never kept (a round
 	// with no records landed at once hands keep the Writer's own).
 	w.spare = nil
-	w.msgs, w.owner, _ = w.roundSlices(8)
+	w.msgs, w.owner = w.roundSlices(8)
 	w.msgs = append(w.msgs, kafka.Message{Topic: "gathering"})
 	w.owner = append(w.owner, 0)
 	w.keep(flight{msgs: w.msgs[:0], owner: w.owner[:0]})
