@@ -32,6 +32,9 @@ const lingerBurst = 64 << 10
 // reading): about a fifth of the context switches of a trickle. The
 // pause ends on a timerfd (rawconn.Sleeper: one wake-up at its end, where
 // time.Sleep's timer wakes the process once per millisecond of it).
+// With a Pacer the pause is announced (Begin before it, End after), so
+// that the Kafka connections hold the wake-ups of the answers arriving in
+// it and are read in the wake-up that ends it (rawconn.Pace).
 // Before every read the mark is released: back at one byte unless bytes
 // are queued, so that no read waits with the mark raised, and a stream
 // busy at every read leaves it raised from one pause to the next.
@@ -55,6 +58,7 @@ type lingerConn struct {
 	since   int64               // bytes read since from
 	from    time.Time           // the last drained read
 	sleeper *rawconn.Sleeper    // sleep's timer, or nil (time.Sleep)
+	pace    Pacer               // told of each pause, or nil
 	now     func() time.Time    // time.Now (tests: a clock of their own)
 
 	dmu sync.Mutex // the deadline calls come from two goroutines (go-mysql's stream and its close)
@@ -111,7 +115,13 @@ func (c *lingerConn) Read(p []byte) (int, error) {
 			if c.hold != nil && !c.held {
 				c.held = c.hold(true)
 			}
+			if c.pace != nil {
+				c.pace.Begin()
+			}
 			c.sleep(wait)
+			if c.pace != nil {
+				c.pace.End()
+			}
 		}
 		c.pause = false
 	}
@@ -135,8 +145,18 @@ func lingering(n int64, d, linger time.Duration) bool {
 	return n*int64(linger) < lingerBurst*int64(d)
 }
 
-// withLinger wraps dial's connections in a lingerConn (linger 0: dial).
-func withLinger(dial func(ctx context.Context, network, addr string) (net.Conn, error), linger time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// Pacer is told when the stream's linger pause begins and ends, so that
+// the connections of other stages can read their answers in the wake-up
+// that ends it (rawconn.Pace). Begin and End are called from the stream's
+// goroutine, in pairs, and must not block.
+type Pacer interface {
+	Begin()
+	End()
+}
+
+// withLinger wraps dial's connections in a lingerConn (linger 0: dial)
+// that tells pace (nil: none) of its pauses.
+func withLinger(dial func(ctx context.Context, network, addr string) (net.Conn, error), linger time.Duration, pace Pacer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if linger <= 0 {
 		return dial
 	}
@@ -149,7 +169,7 @@ func withLinger(dial func(ctx context.Context, network, addr string) (net.Conn, 
 		if g, ok := c.(*keyGuard); ok {
 			sock = g.Conn
 		}
-		lc := &lingerConn{Conn: c, linger: linger, sleep: time.Sleep, hold: rawconn.HoldWakeups(sock, lingerBurst), from: time.Now()}
+		lc := &lingerConn{Conn: c, linger: linger, sleep: time.Sleep, hold: rawconn.HoldWakeups(sock, lingerBurst), pace: pace, from: time.Now()}
 		if s, err := rawconn.NewSleeper(); err == nil {
 			lc.sleep, lc.sleeper = s.Sleep, s
 		}

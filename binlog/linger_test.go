@@ -181,3 +181,34 @@ func TestLingerConnKeepsMarkWhileQueued(t *testing.T) {
 		t.Fatal("held after a release that lowered the mark")
 	}
 }
+
+// pacer records its calls into the same list as the pause's sleep.
+type pacer struct{ calls *[]string }
+
+func (p pacer) Begin() { *p.calls = append(*p.calls, "begin") }
+func (p pacer) End()   { *p.calls = append(*p.calls, "end") }
+
+// The Pacer is told of every pause, and only of pauses: Begin before the
+// sleep, End after it, once each; a read with no pause due tells nothing.
+func TestLingerConnTellsPacer(t *testing.T) {
+	var calls []string
+	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 100}}, linger: time.Millisecond,
+		sleep: func(time.Duration) { calls = append(calls, "sleep") },
+		pace:  pacer{&calls},
+		from:  time.Now().Add(-time.Second)}
+	buf := make([]byte, 1000)
+	for i := 0; i < 2; i++ { // the first read drains (no pause before it), the second pauses
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		c.from = time.Now().Add(-time.Millisecond / 2)
+	}
+	c.pause = false // the stream got busy: no pause before the third read
+	if _, err := c.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"begin", "sleep", "end"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+}

@@ -31,6 +31,7 @@ type Reader struct {
 
 	tables *TableSet
 	budget *Budget
+	pace   Pacer // told of the linger pauses; nil: none
 	obs    Observer
 	files  FileObserver
 	// noRows: rows events are not decoded and no Event is produced, only
@@ -96,7 +97,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		User:            sc.User,
 		Password:        sc.Password,
 		TLSConfig:       sc.TLSConfig,
-		Dialer:          withLinger(sc.Dialer, r.cfg.Linger),
+		Dialer:          withLinger(sc.Dialer, r.cfg.Linger, r.pace),
 		HeartbeatPeriod: r.cfg.HeartbeatPeriod,
 		ReadTimeout:     r.cfg.ReadTimeout,
 		// Reconnecting inside go-mysql would resume in the middle of a
@@ -316,6 +317,10 @@ func isHeartbeat(t replication.EventType) bool {
 // sink: Run waits before emitting a transaction until the sink released
 // enough (Budget.Release) of what it holds. Call it before Run.
 func (r *Reader) SetBudget(b *Budget) { r.budget = b }
+
+// SetPace tells p when the stream's linger pauses begin and end
+// (source.linger; none without it). Call it before Run.
+func (r *Reader) SetPace(p Pacer) { r.pace = p }
 
 // state is the framing state machine: it follows rotate events to know the
 // current file, GTID events to know the transaction's GTID, and BEGIN …

@@ -16,6 +16,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
@@ -596,6 +597,11 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 	mctx, stopMeasure := context.WithCancel(ctx)
 	var measuring errgroup.Group
 	if r, ok := src.(*binlog.Reader); ok {
+		// The produce answers arriving in the reader's linger pauses are
+		// read in the wake-up that ends the pause (rawconn.Pace).
+		pace := rawconn.NewPace()
+		r.SetPace(pace)
+		writer.SetPace(pace)
 		r.SetObserver(prog)
 		r.SetFileObserver(files)
 		measuring.Go(func() error { p.measure(mctx, committer, prog, files); return nil })

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	initAPI "github.com/segmentio/kafka-go/protocol/initproducerid"
@@ -69,12 +70,21 @@ type cluster struct {
 	allowAuto   bool // kafka.allow-auto-topic-creation
 	log         *zap.Logger
 	sec         *Security // kafka.tls, kafka.sasl (security.go); nil: plaintext
+	pace        Pacer     // holds the produce answers' wake-ups in the source's pauses; nil: none
 
 	brokers map[int32]string // advertised, by node id
 	conns   map[int32]*brokerConn
 	meta    *brokerConn // the metadata connection
 	topics  map[string]cachedTopic
 	next    int // rotation among the candidates for the metadata connection
+}
+
+// Pacer holds a connection's wake-ups while the source pauses
+// (rawconn.Pace): Hold raises the mark of hold's connection (a
+// rawconn.HoldAnswers function) until the pause ends, if one is on, and
+// reports whether it did. Safe for concurrent use; must not block.
+type Pacer interface {
+	Hold(hold func(on bool) bool) bool
 }
 
 type cachedTopic struct {
@@ -308,12 +318,18 @@ func (c *cluster) produce(ctx context.Context, leader int32, req *rawproduce.Req
 			c.stale()
 			return nil, err
 		}
+		if c.pace != nil {
+			bc.hold = rawconn.HoldAnswers(bc.nc)
+		}
 		c.conns[leader] = bc
 	}
 	cl, err := bc.send(req, produceMinVersion, produceMaxVersion, time.Duration(req.Timeout)*time.Millisecond+time.Second)
 	if err != nil {
 		c.stale()
 		return nil, err
+	}
+	if c.pace != nil {
+		c.pace.Hold(bc.hold)
 	}
 	return cl, nil
 }

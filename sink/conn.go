@@ -39,6 +39,9 @@ type brokerConn struct {
 	queue  chan *call
 	quit   chan struct{}
 	g      errgroup.Group
+	// hold: rawconn.HoldAnswers of nc for the cluster's Pacer (produce
+	// connections); nil: never held.
+	hold func(on bool) bool
 }
 
 // call is one request on a brokerConn; done is closed once res or err is set.

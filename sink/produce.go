@@ -193,6 +193,20 @@ func newProducer(cfg Config, balancer kafka.Balancer, log *zap.Logger, tr transp
 	}
 }
 
+// SetPace makes the Producer hold the wake-ups of its produce answers
+// while the source pauses (p: the rawconn.Pace the binlog reader tells
+// of its linger pauses): an answer arriving in a pause is read in the
+// wake-up that ends it, not in one of its own. Only the acknowledgement
+// waits, at most one pause; the records were appended when the broker
+// answered. Not in exactly-once mode, whose commit, and so what a
+// read_committed consumer sees, follows the answers. Call it before the
+// first WriteMessages.
+func (c *Producer) SetPace(p Pacer) {
+	if cl, ok := c.tr.(*cluster); ok && c.txn == nil {
+		cl.pace = p
+	}
+}
+
 // MaxInFlight returns how many rounds may be in flight at once:
 // MaxInFlight with idempotence (exactly-once: inside the one open
 // transaction, txn.go), else 1.

@@ -136,6 +136,15 @@ func (w *Writer) PinPartitions(counts map[string]int) {
 	}
 }
 
+// SetPace makes the Writer's producer hold the wake-ups of its produce
+// answers in the source's linger pauses (Producer.SetPace). Call it
+// before Run.
+func (w *Writer) SetPace(p Pacer) {
+	if w.prod != nil {
+		w.prod.SetPace(p)
+	}
+}
+
 // Partitions returns the partition count of every topic pinned so far
 // (PinPartitions, and each topic at its first use), to be stored with the
 // checkpoint (checkpoint.Source.Counts). Safe for concurrent use.

@@ -3,6 +3,7 @@
 package rawconn
 
 import (
+	"fmt"
 	"net"
 	"syscall"
 	"unsafe"
@@ -36,12 +37,14 @@ import (
 // monitor thread. Linux only (not 386, whose socket calls go through
 // socketcall), with or without the race detector.
 func HoldWakeups(c net.Conn, limit int) func(on bool) bool {
-	return holdWakeups(c, limit, 1, 4)
+	return holdWakeups(c, limit, 1, 4, true)
 }
 
 // holdWakeups is HoldWakeups with the mark at most num/den of the receive
-// buffer (tests raise it to force the clamp).
-func holdWakeups(c net.Conn, limit int, num, den int32) func(on bool) bool {
+// buffer (tests raise it to force the clamp); without keep, a release
+// lowers the mark whatever is queued (Pace: another goroutine waits in
+// the poller, and lowering the mark is what wakes it).
+func holdWakeups(c net.Conn, limit int, num, den int32, keep bool) func(on bool) bool {
 	sc, ok := c.(interface {
 		SyscallConn() (syscall.RawConn, error)
 	})
@@ -61,7 +64,9 @@ func holdWakeups(c net.Conn, limit int, num, den int32) func(on bool) bool {
 		_ = rc.Control(func(fd uintptr) {
 			if !on {
 				var queued int32
-				if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&queued))); e == 0 && queued > 0 {
+				if !keep {
+					// lowered whatever is queued
+				} else if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&queued))); e == 0 && queued > 0 {
 					return
 				}
 				setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1)
@@ -98,4 +103,42 @@ func getInt(fd uintptr, level, opt int) (int32, bool) {
 func setInt(fd uintptr, level, opt int, v int32) {
 	syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, uintptr(level), uintptr(opt),
 		uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
+}
+
+// answerMark is the low-water mark of a held answer connection: above a
+// produce answer's size (about 50 bytes per partition), far below a
+// quarter of any receive buffer.
+const answerMark = 16 << 10
+
+// HoldAnswers returns c's function for Pace.Hold: HoldWakeups, except
+// that a release lowers the mark whatever is queued (the goroutine
+// reading c waits in the poller, and the lowered mark is what wakes it).
+// Nil when c has no socket (TLS) or the kernel is older than 4.18, where
+// lowering the mark does not signal the socket readable: an answer held
+// there would wait for its read deadline.
+func HoldAnswers(c net.Conn) func(on bool) bool {
+	if !lowerSignals() {
+		return nil
+	}
+	return holdWakeups(c, answerMark, 1, 4, false)
+}
+
+// lowerSignals reports whether the running kernel is Linux 4.18 or
+// later (uname(2)).
+func lowerSignals() bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 4, 18)
+}
+
+// kernelAtLeast reports whether a release string ("6.1.0-18-amd64")
+// is major.minor or later.
+func kernelAtLeast(release string, major, minor int) bool {
+	var a, b int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &a, &b); n != 2 {
+		return false
+	}
+	return a > major || a == major && b >= minor
 }

@@ -128,7 +128,7 @@ func TestHoldWakeups(t *testing.T) {
 func TestHoldWakeupsUndoesClamp(t *testing.T) {
 	r, _ := pair(t)
 	clamp := tcpopt(t, r, syscall.TCP_WINDOW_CLAMP)
-	hold := holdWakeups(r, 1<<30, 2, 1)
+	hold := holdWakeups(r, 1<<30, 2, 1, true)
 	if hold(true) {
 		t.Fatal("a clamping hold reports the mark raised")
 	}
