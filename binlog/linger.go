@@ -147,8 +147,9 @@ func lingering(n int64, d, linger time.Duration) bool {
 
 // Pacer is told when the stream's linger pause begins and ends, so that
 // the connections of other stages can read their answers in the wake-up
-// that ends it (rawconn.Pace). Begin and End are called from the stream's
-// goroutine, in pairs, and must not block.
+// that ends it (rawconn.Pace). Begin and End are called in pairs from the
+// goroutine reading a connection (the stream's, and the one go-mysql
+// dials to KILL it on close: pauses may overlap) and must not block.
 type Pacer interface {
 	Begin()
 	End()

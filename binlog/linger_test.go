@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"context"
 	"errors"
 	"net"
 	"slices"
@@ -210,5 +211,24 @@ func TestLingerConnTellsPacer(t *testing.T) {
 	want := []string{"begin", "sleep", "end"}
 	if !slices.Equal(calls, want) {
 		t.Fatalf("calls %v, want %v", calls, want)
+	}
+}
+
+// withLinger hands its Pacer to every connection it wraps.
+func TestWithLingerPacer(t *testing.T) {
+	var calls []string
+	pace := pacer{&calls}
+	dial := withLinger(func(context.Context, string, string) (net.Conn, error) {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, nil
+	}, time.Millisecond, pace)
+	c, err := dial(context.Background(), "tcp", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if lc, ok := c.(*lingerConn); !ok || lc.pace != pace {
+		t.Fatalf("withLinger gave %T without the Pacer", c)
 	}
 }

@@ -2,6 +2,9 @@ package sink
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,10 +236,23 @@ func slicesEqual(a, b []string) bool {
 func head(s []string) []string { return s[:min(len(s), 10)] }
 
 // With a Pace, the answer to a round sent while the source pauses is
-// read only when the pause ends (its wake-up held: rawconn.Pace); outside
-// a pause it is read at once. Every record lands once either way.
+// read only when the pause ends (its wake-up held: rawconn.Pace), and
+// then at once, on the same connection (not after the request's deadline
+// broke it and the round was resent); outside a pause it is read as it
+// comes. kfake holds the second answer back until the connection's
+// reader waits in the poller: an answer queued before that would be read
+// whatever the mark. Every record lands once.
 func TestProducerPaceHoldsAnswers(t *testing.T) {
 	cl, _ := kfakeFault(t, -1, 0, 0) // no faults
+	var produces atomic.Int32
+	gate := make(chan struct{})
+	cl.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cl.KeepControl()
+		if produces.Add(1) == 2 {
+			cl.SleepControl(func() { <-gate })
+		}
+		return nil, nil, false
+	})
 	cfg := DefaultConfig()
 	cfg.Brokers = cl.ListenAddrs()
 	p := NewProducer(cfg, &kafka.Hash{}, zap.NewNop())
@@ -262,14 +278,40 @@ func TestProducerPaceHoldsAnswers(t *testing.T) {
 	if r, err = p.Begin(ctx, second); err != nil {
 		t.Fatal(err)
 	}
+	readerParked(t, bc)
+	close(gate)
 	select {
 	case <-r.answered():
 		t.Fatal("the answer was read during the pause")
 	case <-time.After(300 * time.Millisecond):
 	}
 	pace.End()
+	select {
+	case <-r.answered():
+	case <-time.After(2 * time.Second): // far below the request's deadline (timeout + 1 s), which would break the connection
+		t.Fatal("the answer was not read when the pause ended")
+	}
 	if err := p.Wait(ctx, r); err != nil {
 		t.Fatal(err)
 	}
+	if p.tr.(*cluster).conns[0] != bc || !bc.alive() {
+		t.Fatal("the produce connection was replaced")
+	}
 	checkKeys(t, cl.ListenAddrs(), [][]kafka.Message{first, second})
+}
+
+// readerParked waits until bc's reader waits in the poller (its
+// goroutine's stack names bc as the receiver of read).
+func readerParked(t *testing.T, bc *brokerConn) {
+	t.Helper()
+	me := fmt.Sprintf("(*brokerConn).read(%p", bc)
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[IO wait") && strings.Contains(g, me) {
+				return
+			}
+		}
+	}
+	t.Fatal("the produce connection's reader never waited in the poller")
 }

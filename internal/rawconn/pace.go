@@ -15,8 +15,11 @@ import "sync"
 // End lowers every held mark, which makes Linux signal the sockets with
 // queued bytes readable (tcp_set_rcvlowat calls tcp_data_ready, since
 // Linux 4.18), and their readers run in the wake-up that ended the
-// pause. An answer is so read at most one pause (source.linger) later
-// than it arrived; the broker appended the records when it answered, so
+// pause. A connection with bytes queued is not raised again (epoll
+// reports a socket by its mark when polled: raising it before the
+// reader ran would drop the wake-up the release gave). An answer is so
+// read by the end of the pause it arrived in, at most one linger
+// (source.linger) after it arrived; the broker appended the records when it answered, so
 // only the acknowledgement (the checkpoint) moves, not the records'
 // latency. Outside a pause Hold does nothing: a backlog, which never
 // pauses, reads its answers at once.

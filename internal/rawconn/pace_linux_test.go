@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // An answer arriving while a pause is on and its connection held does
@@ -74,6 +76,89 @@ func TestPaceHoldsAnswers(t *testing.T) {
 	if p.Hold(hold) {
 		t.Fatal("held after End, outside a pause")
 	}
+}
+
+// queuedBytes is c's SIOCINQ: the bytes received and not read.
+func queuedBytes(t *testing.T, c net.Conn) int {
+	t.Helper()
+	var n int
+	var err error
+	fdCall(t, c, func(fd int) { n, err = unix.IoctlGetInt(fd, unix.SIOCINQ) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitQueued waits until c has bytes received and not read.
+func waitQueued(t *testing.T, c net.Conn) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); queuedBytes(t, c) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing arrived")
+		}
+	}
+}
+
+// An answer held in one pause and signalled by its End must not be held
+// again by a Hold of the next pause before its reader ran: epoll reports
+// the socket by the mark when it is polled, so a raised mark would drop
+// the wake-up until the next End (one pause late per request sent
+// meanwhile). Hold refuses while bytes are queued, and the parked reader
+// wakes during the second pause.
+func TestPaceKeepsSignalledAnswer(t *testing.T) {
+	r, w := pair(t)
+	hold := HoldAnswers(r)
+	if hold == nil {
+		t.Skip("kernel before 4.18")
+	}
+	p := NewPace()
+	// Without a reader: the refusal itself.
+	p.Begin()
+	if !p.Hold(hold) {
+		t.Fatal("not held in a pause")
+	}
+	if _, err := w.Write(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, r)
+	p.End()
+	p.Begin()
+	if p.Hold(hold) {
+		t.Fatal("raised again with the signalled answer still queued")
+	}
+	if m := sockopt(t, r, syscall.SO_RCVLOWAT); m != 1 {
+		t.Fatalf("mark %d with an answer queued, want 1", m)
+	}
+	p.End()
+	if _, err := io.ReadFull(r, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// With a parked reader: it wakes in the second pause.
+	got := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(r, make([]byte, 10))
+		got <- err
+	}()
+	parked(t, "TestPaceKeepsSignalledAnswer.func1")
+	p.Begin()
+	p.Hold(hold)
+	if _, err := w.Write(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, r)
+	p.End()
+	p.Begin() // the next pause, a request sent on the same connection at once
+	p.Hold(hold)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the reader did not wake in the next pause: its wake-up was dropped")
+	}
+	p.End()
 }
 
 // parked waits until the goroutine running fn waits in the network
