@@ -108,14 +108,21 @@ type Source struct {
 	produced *prometheus.CounterVec
 	failed   *prometheus.CounterVec
 	seconds  prometheus.ObserverVec
-	commitTS prometheus.Gauge
-	ackTS    prometheus.Gauge
-	delay    prometheus.Gauge
-	dead     *prometheus.CounterVec
-	poison   *prometheus.CounterVec
-	restarts prometheus.Counter
-	purged   prometheus.Counter
-	purgedN  atomic.Uint64
+	// secondsOK and secondsErr are seconds' two series, and
+	// producedBy produced's series by topic and table, resolved once:
+	// a label lookup hashes the values under the vector's lock, and
+	// Produced runs once per produce round.
+	secondsOK, secondsErr prometheus.Observer
+	producedMu            sync.Mutex
+	producedBy            map[[2]string]prometheus.Counter
+	commitTS              prometheus.Gauge
+	ackTS                 prometheus.Gauge
+	delay                 prometheus.Gauge
+	dead                  *prometheus.CounterVec
+	poison                *prometheus.CounterVec
+	restarts              prometheus.Counter
+	purged                prometheus.Counter
+	purgedN               atomic.Uint64
 
 	connected   prometheus.Gauge
 	caughtUpG   prometheus.Gauge
@@ -230,9 +237,7 @@ func (m *Metrics) Source(name string) *Source {
 	for _, g := range []prometheus.Gauge{s.commitTS, s.ackTS, s.delay, s.bytesBehind, s.cpSavedTS, s.headBytes, s.headSeconds} {
 		g.Set(math.NaN())
 	}
-	for _, r := range []string{"ok", "error"} {
-		s.seconds.WithLabelValues(r)
-	}
+	s.secondsOK, s.secondsErr = s.seconds.WithLabelValues("ok"), s.seconds.WithLabelValues("error")
 	s.SetTables() // the table label "" until the tables are known
 	m.sources[name] = s
 	return s
@@ -361,11 +366,11 @@ func (s *Source) SetDeadLetterTopic(topic string) {
 
 // Produced implements sink.Observer.
 func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
-	result := "ok"
 	if err != nil {
-		result = "error"
+		s.secondsErr.Observe(d.Seconds())
+	} else {
+		s.secondsOK.Observe(d.Seconds())
 	}
-	s.seconds.WithLabelValues(result).Observe(d.Seconds())
 	var werrs kafka.WriteErrors
 	partial := errors.As(err, &werrs) && len(werrs) == len(msgs)
 	dlq := ""
@@ -377,7 +382,7 @@ func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	var table string
 	flush := func(topic string) {
 		if ok > 0 {
-			s.produced.WithLabelValues(topic, table).Add(float64(ok))
+			s.producedFor(topic, table).Add(float64(ok))
 		}
 		if bad > 0 {
 			s.failed.WithLabelValues(topic).Add(float64(bad))
@@ -403,6 +408,22 @@ func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	if len(msgs) > 0 {
 		flush(msgs[len(msgs)-1].Topic)
 	}
+}
+
+// producedFor returns produced's series for topic and table.
+func (s *Source) producedFor(topic, table string) prometheus.Counter {
+	s.producedMu.Lock()
+	defer s.producedMu.Unlock()
+	k := [2]string{topic, table}
+	c := s.producedBy[k]
+	if c == nil {
+		if s.producedBy == nil {
+			s.producedBy = map[[2]string]prometheus.Counter{}
+		}
+		c = s.produced.WithLabelValues(topic, table)
+		s.producedBy[k] = c
+	}
+	return c
 }
 
 func (s *Source) deadLettered(msg *kafka.Message, table string) {
