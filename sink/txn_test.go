@@ -40,9 +40,13 @@ func committedKeys(t *testing.T, brokers []string, level kgo.IsolationLevel) map
 	return readT(t, brokers, level, func(r *kgo.Record) (string, bool) { return string(r.Key), true })
 }
 
-// readT reads every record of topic "t" at level for 2 s and returns
-// what pick takes of each (nothing when it says false), by partition, in
-// log order.
+// readT reads every record of topic "t" at level and returns what pick
+// takes of each (nothing when it says false), by partition, in log order.
+// It reads until records came and then none for readQuiet (kfake answers
+// a fetch with every partition's records at once: the quiet only catches
+// a record beyond what was expected), within 30 s: a fixed window from
+// the client's start failed under load (a -race run of every package)
+// before the first fetch had returned everything.
 func readT(t *testing.T, brokers []string, level kgo.IsolationLevel, pick func(*kgo.Record) (string, bool)) map[int32][]string {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("t"), kgo.FetchIsolationLevel(level),
@@ -51,21 +55,31 @@ func readT(t *testing.T, brokers []string, level kgo.IsolationLevel, pick func(*
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+	deadline := time.Now().Add(30 * time.Second)
 	out := map[int32][]string{}
-	for {
+	seen := false
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), readQuiet)
 		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return out
-		}
+		quiet := ctx.Err() != nil
+		cancel()
+		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
+			n++
 			if v, ok := pick(r); ok {
 				out[r.Partition] = append(out[r.Partition], v)
 			}
 		})
+		seen = seen || n > 0
+		if quiet && n == 0 && seen {
+			return out
+		}
 	}
+	return out
 }
+
+// readQuiet is how long readT waits for more records after the last.
+const readQuiet = 1500 * time.Millisecond
 
 func wantKeys(rounds ...[]kafka.Message) map[int32][]string {
 	want := map[int32][]string{}
