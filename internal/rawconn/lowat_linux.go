@@ -63,25 +63,25 @@ func holdWakeups(c net.Conn, limit int, num, den int32, keep bool) func(on bool)
 		}
 		_ = rc.Control(func(fd uintptr) {
 			var queued int32
+			var e syscall.Errno
+			if on != keep { // a release that keeps, or a raise that does not: what is queued decides
+				_, _, e = syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&queued)))
+			}
 			if !on {
-				if !keep {
-					// lowered whatever is queued
-				} else if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&queued))); e == 0 && queued > 0 {
-					return
+				if keep && e == 0 && queued > 0 {
+					return // the read returns them without waiting; the mark stays for the next pause
 				}
-				setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1)
+				setInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1) // without keep: whatever is queued
 				raised = false
 				return
 			}
-			if !keep {
+			if !keep && (e != 0 || queued > 0) {
 				// Bytes queued (an answer the last release signalled, its
 				// reader not run yet): not raised, for epoll reports the
 				// socket by the mark at the time it is polled, and a
 				// raised mark would drop that wake-up until the next
 				// release.
-				if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&queued))); e != 0 || queued > 0 {
-					return
-				}
+				return
 			}
 			buf, ok1 := getInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF)
 			clamp, ok2 := getInt(fd, syscall.IPPROTO_TCP, syscall.TCP_WINDOW_CLAMP)
@@ -124,8 +124,7 @@ const answerMark = 16 << 10
 // that a release lowers the mark whatever is queued (the goroutine
 // reading c waits in the poller, and the lowered mark is what wakes it)
 // and that the mark is not raised while bytes are queued (their reader
-// has not run since a release signalled them).
-// Nil when c has no socket (TLS) or the kernel is older than 4.18, where
+// has not run since a release signalled them). Nil when c has no socket (TLS) or the kernel is older than 4.18, where
 // lowering the mark does not signal the socket readable: an answer held
 // there would wait for its read deadline.
 func HoldAnswers(c net.Conn) func(on bool) bool {
