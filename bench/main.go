@@ -84,11 +84,19 @@ func main() {
 	out := flag.String("out", "", "append the table to this Markdown file")
 	flag.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the publisher during the drain to this file (then stop after the drain)")
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
-	only := flag.String("only", "", "run one case only: live-cost or recovery")
+	only := flag.String("only", "", "run one case only: live-cost (with the round floor) or recovery")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
 	costRows := flag.Int("live-cost-rows", 0, "with -only live-cost: rows per transaction (0: uniform 1–10)")
 	flag.BoolVar(&b.drainOnly, "drain-only", false, "measure the raw limits and the drain only (no latency, recovery or dispatcher runs): the second flavour of make bench")
+	floorRole := flag.String("floor-role", "", "internal: a process of the round floor (client or peer)")
+	floorTxns := flag.Float64("floor-txns", 900, "internal: the round floor's transactions per second")
+	floorRows := flag.String("floor-rows", "1-10", "internal: the round floor's rows per transaction, N-M")
+	floorD := flag.Duration("floor-d", 15*time.Second, "internal: the round floor's measuring time")
 	flag.Parse()
+	if *floorRole != "" {
+		floorMain(*floorRole, *floorTxns, *floorRows, *floorD)
+		return
+	}
 	b.run = time.Now().UTC().Format("20060102150405")
 	b.table = "bench_outbox_" + b.run
 	var err error
@@ -103,6 +111,7 @@ func main() {
 			lo, hi = *costRows, *costRows
 		}
 		b.liveCost(ctx, 5000, lo, hi, 15*time.Second, *costProfile)
+		b.floor(5000, lo, hi, 15*time.Second)
 		fmt.Print(b.render(time.Since(start)))
 		b.cleanup(ctx)
 		return
@@ -133,6 +142,7 @@ func main() {
 	b.latency(ctx, 0, 10*time.Second)
 	b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
 	b.liveCost(ctx, 5000, 100, 100, 15*time.Second, "")
+	b.floor(5000, 1, 10, 15*time.Second)
 	b.recovery(ctx)
 	b.dispatcher(ctx)
 	b.write(*out, time.Since(start), ctx)
@@ -518,12 +528,8 @@ func (p *proc) waitLog(msg string) time.Time {
 
 // cpuAndRSS returns the process's CPU time (user+system) and peak RSS.
 func (p *proc) cpuAndRSS() (time.Duration, int64) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	cpu, err := procCPU(p.cmd.Process.Pid)
 	fail(err)
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	cpu := time.Duration(ut+st) * time.Second / 100 // USER_HZ
 	status, _ := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	defer status.Close()
 	sc := bufio.NewScanner(status)
@@ -535,6 +541,19 @@ func (p *proc) cpuAndRSS() (time.Duration, int64) {
 		}
 	}
 	return cpu, rss
+}
+
+// procCPU returns the CPU time (user+system) of process pid so far
+// (/proc/pid/stat; USER_HZ = 100).
+func procCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100, nil
 }
 
 func (p *proc) stop() {
