@@ -5,8 +5,20 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 )
+
+// TLS is the TLS of the connections to the brokers, as the publisher's
+// kafka.tls section (Enabled, CAFile, CertFile and KeyFile for mutual TLS,
+// ServerName, InsecureSkipVerify for tests only).
+type TLS = secure.TLS
+
+// SASL is the SASL login on the brokers, as the publisher's kafka.sasl
+// section: PLAIN, SCRAM-SHA-256/512 (KIP-84), OAUTHBEARER (KIP-255, a
+// token file or an OAuth token endpoint) or AWS_MSK_IAM.
+type SASL = sink.SASL
 
 // Isolation levels (Config.Isolation), as the Java client names them
 // (isolation.level, KIP-98).
@@ -27,6 +39,18 @@ const (
 type Config struct {
 	// Brokers are bootstrap addresses, host:port.
 	Brokers []string `yaml:"brokers"`
+	// TLS and SASL secure every connection to the brokers (managed Kafka:
+	// MSK, Confluent Cloud, Aiven), with the publisher's settings; their
+	// errors name them as the publisher's kafka.tls and kafka.sasl. A
+	// broker refusing the certificates or the login stops Run with a
+	// *sink.SecurityError (errors.Is sink.ErrSecurity): a retry cannot
+	// fix it.
+	TLS  TLS  `yaml:"tls"`
+	SASL SASL `yaml:"sasl"`
+	// DialTimeout bounds each connection's dial, TLS handshake and SASL
+	// login (default 10 s): a broker that accepts connections and never
+	// answers (paused) is left after it, for the next one.
+	DialTimeout time.Duration `yaml:"dial-timeout"`
 	// Topics to read: the publisher's router.topic, or each topic its
 	// {event_type} template produces.
 	Topics []string `yaml:"topics"`
@@ -78,6 +102,7 @@ func DefaultConfig() Config {
 		SessionTimeout:    10 * time.Second,
 		RebalanceTimeout:  30 * time.Second,
 		HeartbeatInterval: 3 * time.Second,
+		DialTimeout:       10 * time.Second,
 	}
 }
 
@@ -110,6 +135,7 @@ func (c Config) WithDefaults() Config {
 	setD(&c.SessionTimeout, d.SessionTimeout)
 	setD(&c.RebalanceTimeout, d.RebalanceTimeout)
 	setD(&c.HeartbeatInterval, d.HeartbeatInterval)
+	setD(&c.DialTimeout, d.DialTimeout)
 	return c
 }
 
@@ -159,6 +185,10 @@ func (c *Config) Validate() error {
 	posD("session-timeout", c.SessionTimeout)
 	posD("rebalance-timeout", c.RebalanceTimeout)
 	posD("heartbeat-interval", c.HeartbeatInterval)
+	posD("dial-timeout", c.DialTimeout)
+	if err := sink.ValidateSecurity(c.TLS, c.SASL); err != nil {
+		errs = append(errs, fmt.Errorf("consumer.tls / consumer.sasl (the publisher's kafka.tls and kafka.sasl): %w", err))
+	}
 	if c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {
 		bad("heartbeat-interval", "%s: must be below session-timeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
 	}

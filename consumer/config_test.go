@@ -3,6 +3,7 @@ package consumer
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -27,5 +28,16 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if c.Window != DefaultConfig().Window || c.Start != StartEarliest {
 		t.Fatalf("defaults not applied: %+v", c)
+	}
+	c = Config{Brokers: []string{"b:9092"}, Topics: []string{"im.events"}, Group: "g", DialTimeout: -time.Second,
+		TLS: TLS{CAFile: "/no/such/ca.pem"}, SASL: SASL{Mechanism: "PLAINTEXT"}}.WithDefaults()
+	err = c.Validate()
+	for _, want := range []string{"consumer.dial-timeout", "kafka.tls", "kafka.sasl.mechanism", `"PLAINTEXT"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad TLS and SASL: %v, want %q", err, want)
+		}
+	}
+	if d := (Config{}).WithDefaults().DialTimeout; d != 10*time.Second {
+		t.Errorf("dial-timeout default %s, want 10s", d)
 	}
 }

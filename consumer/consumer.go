@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -49,6 +50,7 @@ type Consumer struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
+	dialer  *kafka.Dialer // Config's TLS and SASL, every connection
 
 	// parts outlive generations so that a partition assigned again at the
 	// offset this process reached keeps its sequence state. Only Run's
@@ -79,16 +81,22 @@ func New(cfg Config, h Handler, opts Options) (*Consumer, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	sec := sink.NewSecurity(sink.Config{TLS: cfg.TLS, SASL: cfg.SASL, DialTimeout: cfg.DialTimeout})
+	if sec.Insecure() {
+		log.Warn("consumer.tls.insecure-skip-verify is on: the brokers' certificates are not checked (for tests only)")
+	}
 	return &Consumer{cfg: cfg, handler: h, opts: opts, log: log.Named("consumer"), metrics: m,
-		parts: make(map[topicPartition]*partition)}, nil
+		dialer: sec.Dialer(cfg.DialTimeout), parts: make(map[topicPartition]*partition)}, nil
 }
 
 // Run joins the group and handles records until ctx ends (then it commits
 // what was handled, leaves the group and returns nil) or a record fails
 // (*HandlerError, *StoreError, *GapError, or OnInvalid's error; what was
 // handled before it is committed). Errors joining the group are retried
-// (kafka-go backs off Config's JoinGroupBackoff, 5 s). Run may be called
-// again after it returned.
+// (kafka-go backs off Config's JoinGroupBackoff, 5 s), but for a broker
+// refusing the TLS certificates or the SASL login (*sink.SecurityError,
+// naming the setting to fix), which Run returns. Run may be called again
+// after it returned.
 func (c *Consumer) Run(ctx context.Context) error {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                c.cfg.Group,
@@ -98,6 +106,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		SessionTimeout:    c.cfg.SessionTimeout,
 		RebalanceTimeout:  c.cfg.RebalanceTimeout,
 		HeartbeatInterval: c.cfg.HeartbeatInterval,
+		Dialer:            c.dialer,
 		ErrorLogger:       kafka.LoggerFunc(c.log.Named("group").Sugar().Debugf),
 	})
 	if err != nil {
@@ -113,6 +122,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, kafka.ErrGroupClosed):
 			return nil
+		case errors.Is(err, sink.ErrSecurity):
+			// A certificate or login the broker refused: no retry fixes it.
+			return err
 		case err != nil:
 			// Coordinator not available yet, rebalance in progress, broker
 			// down: the group retries with its backoff.
@@ -248,6 +260,7 @@ func (p *partition) run(ctx context.Context) error {
 		MaxWait:        c.cfg.MaxWait,
 		QueueCapacity:  c.cfg.QueueCapacity,
 		IsolationLevel: c.cfg.isolation(),
+		Dialer:         c.dialer,
 		ErrorLogger:    kafka.LoggerFunc(p.log.Sugar().Debugf),
 	})
 	defer r.Close()

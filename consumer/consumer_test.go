@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/consumer"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -190,5 +193,56 @@ func TestSlowPartitionDoesNotStallOthers(t *testing.T) {
 		if len(seqs[p]) != n {
 			t.Fatalf("partition %d: %d handled, want %d", p, len(seqs[p]), n)
 		}
+	}
+}
+
+// SASL (SCRAM-SHA-512) against kfake with SASL on: the group's and the
+// partition readers' connections log in (every record handled, in order);
+// a wrong password ends Run with a *sink.SecurityError naming kafka.sasl
+// instead of retrying for ever.
+func TestSASL(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "im.events"), kfake.EnableSASL(),
+		kfake.Superuser(sink.MechanismSCRAM512, "gateway", "right-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.DefaultProduceTopic("im.events"),
+		kgo.SASL(scram.Auth{User: "gateway", Pass: "right-password"}.AsSha512Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for s := int64(1); s <= 20; s++ {
+		if err := cl.ProduceSync(context.Background(), kgoRecord(0, 9, s, uint64(s))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := consumer.Config{Brokers: cluster.ListenAddrs(), Topics: []string{"im.events"}, Group: "g", MaxWait: 50 * time.Millisecond,
+		SASL: consumer.SASL{Mechanism: sink.MechanismSCRAM512, Username: "gateway", Password: "right-password"}}
+	var mu sync.Mutex
+	var seqs []int64
+	collect(t, cfg, func(r *consumer.Record) { mu.Lock(); defer mu.Unlock(); seqs = append(seqs, r.SeqNo) },
+		func() bool { mu.Lock(); defer mu.Unlock(); return len(seqs) == 20 })
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("record %d has seq_no %d (%v)", i, s, seqs)
+		}
+	}
+	if len(seqs) != 20 {
+		t.Fatalf("handled %d of 20 with SASL", len(seqs))
+	}
+
+	cfg.SASL.Password = "wrong-password"
+	c, err := consumer.New(cfg, consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil }), consumer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	var se *sink.SecurityError
+	if !errors.As(err, &se) || se.Setting != "kafka.sasl" || ctx.Err() != nil {
+		t.Fatalf("Run with a wrong password: %v, want a *sink.SecurityError naming kafka.sasl before the 30 s", err)
 	}
 }

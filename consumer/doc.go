@@ -38,6 +38,16 @@
 //     when the partition is revoked or Run returns. A crash redelivers what
 //     was handled but not committed: dedupe drops it.
 //
+// Security: Config.TLS and Config.SASL are the publisher's kafka.tls and
+// kafka.sasl (TLS with a CA file and client certificates; SASL PLAIN,
+// SCRAM-SHA-256/512, OAUTHBEARER, AWS_MSK_IAM), used for every connection
+// of the group and of the partition readers. Each connection's dial, TLS
+// handshake and SASL login end within Config.DialTimeout: the login is
+// done by sink.Security's Dialer under a deadline, as kafka-go's own has
+// none and a paused broker would hold it for ever. A certificate or login
+// the broker refuses ends Run with a *sink.SecurityError naming the
+// setting.
+//
 // Back-pressure: each partition is read by its own reader whose prefetch
 // queue holds at most Config.QueueCapacity records; a slow handler slows its
 // partition only, and memory stays bounded (window, conversation state and

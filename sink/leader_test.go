@@ -3,9 +3,11 @@ package sink
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -94,6 +96,26 @@ func TestDialPartitionSilentBroker(t *testing.T) {
 	if sec.err != nil {
 		t.Fatal(sec.err)
 	}
+	silentDials(t, func(ctx context.Context, timeout time.Duration) error {
+		conn, err := dialPartition(ctx, sec, timeout, addr, "t", 0)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}, func(err error) string {
+		if !retriable(err) {
+			return "want a retriable error (another broker, or the same later)"
+		}
+		return ""
+	})
+}
+
+// silentDials runs dial against a broker that never answers, once with a
+// timeout of 300 ms and once cancelled after 200 ms (an hour's timeout):
+// each must end within 30 s with an error that check accepts (it returns
+// what is wrong, or "").
+func silentDials(t *testing.T, dial func(ctx context.Context, timeout time.Duration) error, check func(error) string) {
+	t.Helper()
 	for _, c := range []struct {
 		name    string
 		timeout time.Duration
@@ -106,13 +128,7 @@ func TestDialPartitionSilentBroker(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
-			go func() {
-				conn, err := dialPartition(ctx, sec, c.timeout, addr, "t", 0)
-				if err == nil {
-					conn.Close()
-				}
-				done <- err
-			}()
+			go func() { done <- dial(ctx, c.timeout) }()
 			if c.cancel {
 				time.Sleep(200 * time.Millisecond) // into the SASL handshake
 				cancel()
@@ -122,11 +138,11 @@ func TestDialPartitionSilentBroker(t *testing.T) {
 				if err == nil {
 					t.Fatal("connected to a broker that never answers")
 				}
-				if !retriable(err) {
-					t.Fatalf("%v: want a retriable error (another broker, or the same later)", err)
+				if bad := check(err); bad != "" {
+					t.Fatalf("%v: %s", err, bad)
 				}
 			case <-time.After(30 * time.Second):
-				t.Fatal("dialPartition still waiting on a silent broker after 30 s")
+				t.Fatal("still waiting on a silent broker after 30 s")
 			}
 		})
 	}
@@ -166,5 +182,68 @@ func TestDialPartitionClosedByCtx(t *testing.T) {
 			t.Fatal("the connection still answers 30 s after its ctx ended")
 		}
 		time.Sleep(10 * time.Millisecond) // the AfterFunc runs in its own goroutine
+	}
+}
+
+// Security.Dialer (kafka-go's own clients: package consumer) logs in
+// within its timeout, or when its ctx ends, against a broker that accepts
+// connections and never answers; against kfake with SASL it logs in with
+// the right password (a request then works on the connection) and
+// returns a *SecurityError naming kafka.sasl for a wrong one.
+func TestSecurityDialer(t *testing.T) {
+	silent := silentBroker(t)
+	t.Run("silent broker", func(t *testing.T) {
+		sec := NewSecurity(Config{SASL: SASL{Mechanism: MechanismPlain, Username: "u", Password: "p"}})
+		silentDials(t, func(ctx context.Context, timeout time.Duration) error {
+			conn, err := sec.Dialer(timeout).DialContext(ctx, "tcp", silent)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		}, func(err error) string {
+			if errors.Is(err, ErrSecurity) {
+				return "a silent broker is not a security failure (a retry may reach it)"
+			}
+			return ""
+		})
+	})
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.EnableSASL(),
+		kfake.Superuser(MechanismSCRAM512, "admin", "right-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kf.Close)
+	addr := kf.ListenAddrs()[0]
+	ctx := context.Background()
+	t.Run("right password", func(t *testing.T) {
+		sec := NewSecurity(Config{SASL: SASL{Mechanism: MechanismSCRAM512, Username: "admin", Password: "right-password"}})
+		conn, err := sec.Dialer(5*time.Second).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ReadPartitions("t"); err != nil {
+			t.Fatalf("a request after the login: %v", err)
+		}
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		sec := NewSecurity(Config{SASL: SASL{Mechanism: MechanismSCRAM512, Username: "admin", Password: "wrong"}})
+		_, err := sec.Dialer(5*time.Second).DialContext(ctx, "tcp", addr)
+		var se *SecurityError
+		if !errors.As(err, &se) || se.Setting != "kafka.sasl" {
+			t.Fatalf("%v: want a *SecurityError naming kafka.sasl", err)
+		}
+	})
+}
+
+func TestValidateSecurity(t *testing.T) {
+	if err := ValidateSecurity(secure.TLS{}, SASL{}); err != nil {
+		t.Fatalf("no TLS, no SASL: %v", err)
+	}
+	err := ValidateSecurity(secure.TLS{}, SASL{Mechanism: MechanismPlain})
+	for _, want := range []string{"kafka.sasl.username", "kafka.sasl.password", "PLAIN sends the password in clear"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("PLAIN without a login or TLS: %v, want %q", err, want)
+		}
 	}
 }

@@ -437,7 +437,7 @@ func (s *Security) authenticate(ctx context.Context, addr string, rw io.ReadWrit
 		corr++
 		res, err := protocol.RoundTrip(rw, av2, corr, clientID, &saslauthenticateAPI.Request{AuthBytes: state})
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return kafka.SASLAuthenticationFailed // some brokers close the connection instead
 			}
 			return err
@@ -459,6 +459,94 @@ func (s *Security) dialer(timeout time.Duration) *kafka.Dialer {
 		return &kafka.Dialer{Timeout: timeout}
 	}
 	return &kafka.Dialer{Timeout: timeout, DialFunc: s.dial, SASLMechanism: s.mech}
+}
+
+// Dialer returns a kafka-go Dialer with s's TLS and SASL for kafka-go's
+// own clients (a Reader, a ConsumerGroup: package consumer). Each
+// connection's TCP dial, TLS handshake and SASL exchange end within
+// timeout, or when the dial's context ends: the SASL exchange is done
+// here (ApiVersions, then SaslHandshake v1 and SaslAuthenticate, KIP-152,
+// under a socket deadline) and not by kafka-go, whose exchange has no
+// deadline, so that a paused broker, which accepts connections and never
+// answers, cannot hold a dial for ever. Failures no retry fixes are
+// *SecurityError (errors.Is ErrSecurity). A nil s dials plaintext.
+func (s *Security) Dialer(timeout time.Duration) *kafka.Dialer {
+	return &kafka.Dialer{Timeout: timeout, DialFunc: s.dialAuthenticated}
+}
+
+// dialAuthenticated is dial followed by ApiVersions and, with a SASL
+// mechanism, the login, or without one a probe that the listener needs
+// none (Dialer), within ctx's deadline (or s's timeout without one).
+func (s *Security) dialAuthenticated(ctx context.Context, network, addr string) (net.Conn, error) {
+	nc, err := s.dial(ctx, network, addr)
+	if err != nil || s == nil {
+		return nc, err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.timeout)
+	}
+	_ = nc.SetDeadline(deadline)
+	// ctx ending (the caller gave up, or its timeout) ends the exchange at once.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	res, err := protocol.RoundTrip(nc, 0, 0, clientID, &apiversionsAPI.Request{})
+	if err == nil {
+		av := res.(*apiversionsAPI.Response)
+		switch {
+		case av.ErrorCode != 0:
+			err = fmt.Errorf("api versions from %s: %w", addr, kafka.Error(av.ErrorCode))
+		case s.mech != nil:
+			err = s.authenticate(ctx, addr, nc, av)
+		default:
+			// Without a login, a request other than ApiVersions tells a
+			// listener that needs one (SASL_SSL closes the connection):
+			// explain then names kafka.sasl.mechanism, where kafka-go's
+			// first request would fail on a closed connection, retried
+			// for ever.
+			err = probeMetadata(nc, av)
+		}
+	}
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		nc.Close()
+		return nil, s.explain(ctx, addr, err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return nc, nil
+}
+
+// probeMetadata sends a Metadata request for no topics (at the highest
+// version both sides support, v1 to v8) and reads its answer.
+func probeMetadata(rw io.ReadWriter, av *apiversionsAPI.Response) error {
+	v := int16(-1)
+	for _, k := range av.ApiKeys {
+		if protocol.ApiKey(k.ApiKey) == protocol.Metadata {
+			if hi := min(k.MaxVersion, 8); hi >= max(k.MinVersion, 1) {
+				v = hi
+			}
+		}
+	}
+	if v < 0 {
+		return fmt.Errorf("sink: the broker supports no Metadata version from 1 to 8: %w", kafka.UnsupportedVersion)
+	}
+	_, err := protocol.RoundTrip(rw, v, 1, clientID, &metadataAPI.Request{TopicNames: []string{}})
+	return err
+}
+
+// ValidateSecurity checks tls and sasl as Config.Validate checks the
+// kafka.tls and kafka.sasl sections (the errors name those settings), all
+// errors joined: for the clients with the same sections (package
+// consumer).
+func ValidateSecurity(tls secure.TLS, sasl SASL) error {
+	c := Config{TLS: tls, SASL: sasl}
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("kafka.%s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	c.validateSecurity(bad, &errs)
+	return errors.Join(errs...)
 }
 
 // dialPartition connects to partition's leader at addr (host:port) with

@@ -14,12 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/consumer"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/internal/testcerts"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
@@ -27,6 +29,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // The secured services of scripts/dev-stack.sh up-secure: its env command
@@ -604,5 +607,109 @@ retry-backoff-max: 2s
 		if strings.Contains(string(b), secret) || strings.Contains(string(out), secret) {
 			t.Fatal("a password is in the log or check's output")
 		}
+	}
+}
+
+// TestSecureConsumer reads with package consumer over the SASL_SSL
+// listener (TLS verified against the CA, SCRAM-SHA-512 with the password
+// from a file): the records written over the plaintext listener are all
+// handled, in order; a wrong password, a wrong CA and no login end Run with
+// a *sink.SecurityError naming the setting instead of retrying for ever.
+func TestSecureConsumer(t *testing.T) {
+	s := secured(t)
+	ctx := context.Background()
+	topic := "it.sec_consumer_" + runID
+	admin, err := kafka.Dial("tcp", s.kafkaPlain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	w := &kafka.Writer{Addr: kafka.TCP(s.kafkaPlain), Topic: topic, RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: false}
+	const n = 50
+	var msgs []kafka.Message
+	for seq := 1; seq <= n; seq++ {
+		msgs = append(msgs, kafka.Message{Key: []byte("42"), Value: []byte(fmt.Sprintf(`{"seq":%d}`, seq)), Headers: []kafka.Header{
+			{Key: consumer.HeaderEventID, Value: []byte(fmt.Sprint(1000 + seq))},
+			{Key: consumer.HeaderEventType, Value: []byte("message.created")},
+			{Key: consumer.HeaderSeqNo, Value: []byte(fmt.Sprint(seq))},
+		}})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	good := consumer.Config{Brokers: []string{s.kafkaSASL}, Topics: []string{topic}, Group: "it-sec-" + runID, MaxWait: 100 * time.Millisecond,
+		TLS:  consumer.TLS{Enabled: true, CAFile: s.cert(testcerts.CA)},
+		SASL: consumer.SASL{Mechanism: sink.MechanismSCRAM512, Username: s.kafkaUser, PasswordFile: s.secretFile("kafka")}}
+	var mu sync.Mutex
+	var seqs []int64
+	c, err := consumer.New(good, consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seqs = append(seqs, r.SeqNo)
+		return nil
+	}), consumer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	var g errgroup.Group
+	g.Go(func() error { return c.Run(rctx) })
+	for rctx.Err() == nil {
+		mu.Lock()
+		got := len(seqs)
+		mu.Unlock()
+		if got >= n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != n {
+		t.Fatalf("handled %d of %d records over SASL_SSL", len(seqs), n)
+	}
+	for i, seq := range seqs {
+		if seq != int64(i+1) {
+			t.Fatalf("record %d has seq_no %d", i, seq)
+		}
+	}
+
+	wrongPW := filepath.Join(t.TempDir(), "wrong")
+	if err := os.WriteFile(wrongPW, []byte("not-the-password"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, setting string
+		edit          func(*consumer.Config)
+	}{
+		{"wrong password", "kafka.sasl", func(c *consumer.Config) { c.SASL.PasswordFile = wrongPW }},
+		{"wrong CA", "kafka.tls", func(c *consumer.Config) { c.TLS.CAFile = s.cert(testcerts.OtherCA) }},
+		{"no login on a SASL_SSL listener", "kafka.sasl.mechanism", func(c *consumer.Config) { c.SASL = consumer.SASL{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good
+			cfg.Group += "-" + strings.ReplaceAll(tc.name, " ", "-")
+			tc.edit(&cfg)
+			c, err := consumer.New(cfg, consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil }), consumer.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			err = c.Run(rctx)
+			var se *sink.SecurityError
+			if !errors.As(err, &se) || se.Setting != tc.setting || rctx.Err() != nil {
+				t.Fatalf("Run: %v, want a *sink.SecurityError on %s before the 60 s", err, tc.setting)
+			}
+			if pw := s.secret(t, "kafka"); strings.Contains(err.Error(), pw) {
+				t.Fatal("the password is in the error")
+			}
+		})
 	}
 }
