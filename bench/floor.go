@@ -126,30 +126,32 @@ func floorRounds(r *floorResult, sl *rawconn.Sleeper, pout io.Reader, d time.Dur
 	if _, err := fmt.Fscan(pout, &srcAddr, &brkAddr); err != nil {
 		return fmt.Errorf("round floor: peer: %w", err)
 	}
-	dial := func(addr string) (*rawconn.Conn, syscall.RawConn, error) {
+	// Each connection as the publisher's (rawconn.Wrap: raw reads and
+	// writes, where the build has them), with its socket for the calls.
+	dial := func(addr string) (net.Conn, *net.TCPConn, syscall.RawConn, error) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		rc, ok := rawconn.Wrap(c).(*rawconn.Conn)
+		tc, ok := c.(*net.TCPConn)
 		if !ok {
 			c.Close()
-			return nil, nil, fmt.Errorf("round floor: %s: not a TCP connection", addr)
+			return nil, nil, nil, fmt.Errorf("round floor: %s: not a TCP connection", addr)
 		}
-		sc, err := rc.SyscallConn()
-		return rc, sc, err
+		sc, err := tc.SyscallConn()
+		return rawconn.Wrap(tc), tc, sc, err
 	}
-	src, _, err := dial(srcAddr)
+	src, srcTCP, _, err := dial(srcAddr)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	brk, brc, err := dial(brkAddr)
+	brk, _, brc, err := dial(brkAddr)
 	if err != nil {
 		return err
 	}
 	defer brk.Close()
-	hold := rawconn.HoldWakeups(src.TCPConn, 64<<10)
+	hold := rawconn.HoldWakeups(srcTCP, 64<<10)
 	// The answers are read without waiting at the start of each round;
 	// their mark keeps them from waking the poller meanwhile (cheaper than
 	// rawconn.Pace, which lowers and raises it each round and wakes the

@@ -3,9 +3,11 @@ package consumer
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
@@ -267,13 +269,22 @@ func (p *partition) run(ctx context.Context) error {
 	if err := r.SetOffset(p.startAt); err != nil {
 		return err
 	}
+	warn := logging.NewLimiter(10*time.Second, 3)
 	for {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err
+			if fetchFatal(err) {
+				return err
+			}
+			// A broker down, a leader moving, a storage error: kafka-go's
+			// reader tries again with backoff, and so does this loop.
+			if ok, suppressed := warn.Allow(time.Now()); ok {
+				p.log.Warn("reading the partition failed; retrying", zap.Error(err), zap.Int("suppressed", suppressed))
+			}
+			continue
 		}
 		if err := p.process(ctx, m); err != nil {
 			var se *StoreError
@@ -283,4 +294,20 @@ func (p *partition) run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// fetchFatal reports whether an error of the partition reader ends Run:
+// a certificate or login refused (*sink.SecurityError), a Kafka error
+// that is not temporary (kafka.Error.Temporary: authorization failed, an
+// unknown codec...), or the reader closed. Others (a broker unreachable
+// after the reader's attempts, a temporary Kafka error such as
+// KAFKA_STORAGE_ERROR) pass: the reader keeps trying.
+func fetchFatal(err error) bool {
+	if errors.Is(err, sink.ErrSecurity) || errors.Is(err, io.EOF) {
+		return true
+	}
+	if ke, ok := errors.AsType[kafka.Error](err); ok {
+		return !ke.Temporary()
+	}
+	return false
 }

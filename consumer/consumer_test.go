@@ -2,18 +2,20 @@ package consumer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/consumer"
 	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"golang.org/x/sync/errgroup"
 )
@@ -197,9 +199,9 @@ func TestSlowPartitionDoesNotStallOthers(t *testing.T) {
 }
 
 // SASL (SCRAM-SHA-512) against kfake with SASL on: the group's and the
-// partition readers' connections log in (every record handled, in order);
-// a wrong password ends Run with a *sink.SecurityError naming kafka.sasl
-// instead of retrying for ever.
+// partition readers' connections log in (every record handled, in order).
+// A refused login ending Run needs a real broker's answer (kfake closes
+// the connection instead): TestSecureConsumer.
 func TestSASL(t *testing.T) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "im.events"), kfake.EnableSASL(),
 		kfake.Superuser(sink.MechanismSCRAM512, "gateway", "right-password"))
@@ -232,17 +234,64 @@ func TestSASL(t *testing.T) {
 	if len(seqs) != 20 {
 		t.Fatalf("handled %d of 20 with SASL", len(seqs))
 	}
+}
 
-	cfg.SASL.Password = "wrong-password"
-	c, err := consumer.New(cfg, consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil }), consumer.Options{})
+// A temporary error of a partition read (KAFKA_STORAGE_ERROR on Fetch,
+// as a broker with a failing disk answers) passes: kafka-go's reader
+// reports it and reads again, and Run keeps going (it returned the error
+// before, stopping the consumer on a passing broker fault); every record
+// is handled once, in order.
+func TestTemporaryFetchErrorPasses(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "im.events"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = c.Run(ctx)
-	var se *sink.SecurityError
-	if !errors.As(err, &se) || se.Setting != "kafka.sasl" || ctx.Err() != nil {
-		t.Fatalf("Run with a wrong password: %v, want a *sink.SecurityError naming kafka.sasl before the 30 s", err)
+	defer cluster.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.DefaultProduceTopic("im.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for s := int64(1); s <= 20; s++ {
+		if err := cl.ProduceSync(context.Background(), kgoRecord(0, 3, s, uint64(s))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var failed atomic.Int32
+	cluster.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		if failed.Load() >= 3 {
+			return nil, nil, false // then as usual
+		}
+		cluster.KeepControl()
+		failed.Add(1)
+		req := kreq.(*kmsg.FetchRequest)
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.KafkaStorageError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	var mu sync.Mutex
+	var seqs []int64
+	collect(t, consumer.Config{Brokers: cluster.ListenAddrs(), Topics: []string{"im.events"}, Group: "g", MaxWait: 50 * time.Millisecond},
+		func(r *consumer.Record) { mu.Lock(); defer mu.Unlock(); seqs = append(seqs, r.SeqNo) },
+		func() bool { mu.Lock(); defer mu.Unlock(); return len(seqs) == 20 })
+	if failed.Load() < 3 {
+		t.Fatalf("only %d fetches failed: the test did not inject its errors", failed.Load())
+	}
+	if len(seqs) != 20 {
+		t.Fatalf("handled %d of 20 after temporary fetch errors", len(seqs))
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("record %d has seq_no %d (%v)", i, s, seqs)
+		}
 	}
 }

@@ -53,7 +53,11 @@
 // partition only, and memory stays bounded (window, conversation state and
 // queue sizes are all limits).
 //
-// Failures: a handler error is retried Config.HandlerAttempts times with
+// Failures: a passing error of a partition read (a broker unreachable, a
+// leader moving, a temporary Kafka error) is logged (at most 3 warnings
+// per 10 s) while kafka-go's reader tries again; a refused login or a
+// Kafka error that is not temporary (authorization failed) ends Run. A
+// handler error is retried Config.HandlerAttempts times with
 // backoff, then Run returns a *HandlerError (that record not committed, so
 // it is redelivered on the next start). Store errors are retried the same
 // way and end in a *StoreError. A record that is not the publisher's

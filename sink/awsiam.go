@@ -2,7 +2,10 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"regexp"
 	"sync"
 	"time"
@@ -11,6 +14,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/segmentio/kafka-go/sasl"
 	mskiam "github.com/segmentio/kafka-go/sasl/aws_msk_iam_v2"
@@ -112,6 +116,11 @@ func (m *mskIAM) Start(ctx context.Context) (sasl.StateMachine, []byte, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), credentialsTimeout)
 	creds, err := m.credentials(cctx)
 	cancel()
+	if err != nil && credentialsUnavailable(err) {
+		// STS or the instance metadata service slow, throttling or
+		// down: the dial fails and is retried.
+		return nil, nil, fmt.Errorf("AWS_MSK_IAM credentials for %s (retried): %w", broker, err)
+	}
 	if err != nil {
 		return nil, nil, &SecurityError{Broker: broker, Setting: "kafka.sasl (AWS_MSK_IAM credentials)",
 			Fix: "no AWS credentials: give kafka.sasl.aws-access-key-id and aws-secret-access-key(-file), or make the default chain find some (AWS_ACCESS_KEY_ID, AWS_PROFILE / kafka.sasl.aws-profile, an IAM role for the pod or instance)",
@@ -120,6 +129,25 @@ func (m *mskIAM) Start(ctx context.Context) (sasl.StateMachine, []byte, error) {
 	mech := &mskiam.Mechanism{Signer: m.signer, Credentials: credentials.StaticCredentialsProvider{Value: creds},
 		Region: m.s.AWSRegion, SignTime: m.now().UTC()}
 	return mech.Start(ctx)
+}
+
+// credentialsUnavailable reports whether a failure to get AWS credentials
+// is passing: a timeout (the lookup's own, or a network one) or an answer
+// of 429 or 5xx from the service asked (STS, the instance metadata
+// service, ECS). Anything else (no provider found credentials, a profile
+// or file missing, access denied) no retry fixes.
+func credentialsUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	if re, ok := errors.AsType[*smithyhttp.ResponseError](err); ok {
+		code := re.HTTPStatusCode()
+		return code == http.StatusTooManyRequests || code >= 500
+	}
+	return false
 }
 
 // credentials retrieves the credentials to sign with.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/internal/testcerts"
 	"github.com/segmentio/kafka-go"
@@ -429,3 +431,34 @@ func TestMSKIAMValidate(t *testing.T) {
 		t.Fatalf("Redacted shows a secret: %s", r)
 	}
 }
+
+// credentialsUnavailable: timeouts and 429/5xx answers of the services
+// the credential chain asks are retried; the rest (nothing found, access
+// denied) is a *SecurityError.
+func TestCredentialsUnavailable(t *testing.T) {
+	resp := func(code int) error {
+		return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: code}}, Err: errors.New("operation failed")}
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"lookup timeout", fmt.Errorf("ec2imds: GetMetadata: %w", context.DeadlineExceeded), true},
+		{"network timeout", fmt.Errorf("sts: %w", &net.OpError{Op: "dial", Err: timeoutErr{}}), true},
+		{"STS throttled", fmt.Errorf("sts: AssumeRoleWithWebIdentity: %w", resp(http.StatusTooManyRequests)), true},
+		{"IMDS 503", fmt.Errorf("ec2imds: %w", resp(http.StatusServiceUnavailable)), true},
+		{"access denied", fmt.Errorf("sts: %w", resp(http.StatusForbidden)), false},
+		{"no provider found credentials", errors.New("failed to refresh cached credentials, no EC2 IMDS role found"), false},
+	} {
+		if got := credentialsUnavailable(c.err); got != c.want {
+			t.Errorf("%s: %v: got %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }

@@ -125,6 +125,10 @@ func (m *oauthBearer) fetch(ctx context.Context) (string, time.Duration, error) 
 		Description string `json:"error_description"`
 	}
 	_ = json.Unmarshal(body, &tr)
+	if tokenUnavailable(resp.StatusCode) {
+		// The endpoint's own trouble: the dial fails and is retried.
+		return "", 0, fmt.Errorf("kafka.sasl.token-url: the token endpoint answered HTTP %d (error %q): retried", resp.StatusCode, tr.Error)
+	}
 	if resp.StatusCode != http.StatusOK || tr.AccessToken == "" {
 		// The body is not quoted: it may echo what was sent.
 		return "", 0, &SecurityError{Broker: m.s.TokenURL, Setting: "kafka.sasl.client-id / client-secret",
@@ -136,4 +140,13 @@ func (m *oauthBearer) fetch(ctx context.Context) (string, time.Duration, error) 
 		ttl = 2 * time.Minute
 	}
 	return tr.AccessToken, ttl, nil
+}
+
+// tokenUnavailable reports whether a token endpoint's HTTP status is its
+// own passing trouble (429 Too Many Requests, 5xx), retried; any other
+// answer without a token refuses the grant or names a wrong endpoint
+// (RFC 6749 §5.2: 400 and 401 for the client's credentials or scope; 403,
+// 404), which no retry fixes.
+func tokenUnavailable(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500
 }

@@ -437,9 +437,10 @@ func (s *Security) authenticate(ctx context.Context, addr string, rw io.ReadWrit
 		corr++
 		res, err := protocol.RoundTrip(rw, av2, corr, clientID, &saslauthenticateAPI.Request{AuthBytes: state})
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return kafka.SASLAuthenticationFailed // some brokers close the connection instead
-			}
+			// Kafka 1.0+ refuses a login in the answer (error 58); a
+			// connection closed meanwhile is the broker's failure (a
+			// restart), retried like any other, never taken for a
+			// refused password.
 			return err
 		}
 		r := res.(*saslauthenticateAPI.Response)
@@ -475,8 +476,9 @@ func (s *Security) Dialer(timeout time.Duration) *kafka.Dialer {
 }
 
 // dialAuthenticated is dial followed by ApiVersions and, with a SASL
-// mechanism, the login, or without one a probe that the listener needs
-// none (Dialer), within ctx's deadline (or s's timeout without one).
+// mechanism, the login, or with TLS and no mechanism a probe that the
+// listener needs none (Dialer), within ctx's deadline (or s's timeout
+// without one).
 func (s *Security) dialAuthenticated(ctx context.Context, network, addr string) (net.Conn, error) {
 	nc, err := s.dial(ctx, network, addr)
 	if err != nil || s == nil {
@@ -497,12 +499,12 @@ func (s *Security) dialAuthenticated(ctx context.Context, network, addr string) 
 			err = fmt.Errorf("api versions from %s: %w", addr, kafka.Error(av.ErrorCode))
 		case s.mech != nil:
 			err = s.authenticate(ctx, addr, nc, av)
-		default:
-			// Without a login, a request other than ApiVersions tells a
-			// listener that needs one (SASL_SSL closes the connection):
-			// explain then names kafka.sasl.mechanism, where kafka-go's
-			// first request would fail on a closed connection, retried
-			// for ever.
+		case s.tls != nil:
+			// TLS without a login: a request other than ApiVersions tells
+			// a listener that needs one (SASL_SSL closes the connection),
+			// which explain then names (kafka.sasl.mechanism), where
+			// kafka-go's first request would fail on a closed connection,
+			// retried for ever.
 			err = probeMetadata(nc, av)
 		}
 	}
