@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/health"
@@ -168,6 +169,7 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 	store := checkpoint.NewStore(p.Config.Checkpoint)
 	defer store.Close()
 	rdb := store.Client()
+	taken := 0 // consecutive terms whose server_id another replica used
 	for {
 		s.m.standby.WithLabelValues(p.Name).Set(1)
 		l, sent, err := s.acquire(ctx, rdb, p, log)
@@ -183,6 +185,12 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		s.owned--
 		s.mu.Unlock()
 		s.setPhase()
+		if errors.Is(err, binlog.ErrServerID) {
+			taken++
+		} else {
+			taken = 0
+		}
+		n := s.cfg.HA.ServerIDs
 		switch {
 		case ctx.Err() != nil:
 			if err != nil && !errors.Is(err, pipeline.ErrLeaseLost) {
@@ -192,6 +200,21 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		case errors.Is(err, pipeline.ErrLeaseLost) || errors.Is(err, checkpoint.ErrFenced):
 			s.m.lost.WithLabelValues(p.Name).Inc()
 			log.Warn("lease lost: the source stopped publishing; standing by", zap.Uint64("token", l.Token()), zap.Error(err))
+		case taken > 0 && ctx.Err() == nil && anotherServerID(taken, n):
+			// A replica that is not this source's publisher (a database
+			// replica, another tool) registered with this term's id: the
+			// next term's token gives the next id of the range.
+			log.Warn("the term's server_id is taken on the source by another replica: the next lease term registers with the next one",
+				zap.Uint64("token", l.Token()), zap.Uint32("server_id", lease.ServerID(p.Config.Source.ServerID, l.Token(), n)),
+				zap.Int("taken", taken), zap.Int("server_ids", n), zap.Error(err))
+		case taken > 0:
+			err = fmt.Errorf("%w (the last %d lease terms found their server_ids taken: every id from source.server-id %d to %d is used by another replica; set source.server-id so that the %d ids from it are free, see SHOW SLAVE HOSTS / SHOW REPLICAS)",
+				err, taken, p.Config.Source.ServerID, p.Config.Source.ServerID+uint32(n)-1, n)
+			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
+			s.mu.Lock()
+			s.sources--
+			s.mu.Unlock()
+			return fmt.Errorf("source %s: %w", p.Name, err)
 		case err != nil && pipeline.IsFatal(err):
 			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 			s.mu.Lock()
@@ -203,6 +226,12 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		}
 	}
 }
+
+// anotherServerID reports whether a source whose last taken terms in a
+// row found their server_id used by another replica tries another term:
+// while ids of the ha.server-ids range (n, consecutive tokens walk it)
+// remain untried. With one id (leases off, or ha.server-ids 1) none.
+func anotherServerID(taken, n int) bool { return n > 1 && taken < n }
 
 // acquire waits, as a standby, until this instance may and does take
 // the source's lease; nil when ctx is cancelled.

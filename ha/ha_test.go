@@ -58,3 +58,20 @@ func TestPublisherLogFields(t *testing.T) {
 		}
 	}
 }
+
+func TestAnotherServerID(t *testing.T) {
+	for _, c := range []struct {
+		taken, n int
+		want     bool
+	}{
+		{1, 16, true},   // the first id taken: try the next
+		{15, 16, true},  // one id of the range left
+		{16, 16, false}, // every id tried
+		{1, 1, false},   // one id only (ha.server-ids 1)
+		{3, 2, false},
+	} {
+		if got := anotherServerID(c.taken, c.n); got != c.want {
+			t.Errorf("anotherServerID(%d, %d) = %v, want %v", c.taken, c.n, got, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/lease"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -139,5 +140,48 @@ func TestCheckServerIDRange(t *testing.T) {
 	want = fmt.Sprintf("WARN  source       replica killed-%s uses server_id %d, the id of this source's last lease term (token %d)", runID, mine, token)
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("check with the last term's id registered and the lease free: exit %d, want 0 with %q:\n%s", code, want, out)
+	}
+}
+
+// A replica that is not a publisher (a database replica, another tool)
+// registered with the server_id the next lease term draws: that term
+// waits source.server-id-wait for it to go, gives the term up and the next
+// one registers with the next id of the range, publishing every row.
+// Before, the source stopped with a fatal server_id conflict.
+func TestHAServerIDTakenByAnotherReplica(t *testing.T) {
+	e := newEnv(t)
+	e.sourceExtra = "  server-id-wait: 1s\n"
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	ctx := context.Background()
+	last, err := lease.LastToken(ctx, rdb, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16 // ha.server-ids' default
+	taken := lease.ServerID(e.serverID, last+1, n)
+	fakeReplica(t, e, taken, "db-replica-"+runID)
+	p := e.start()
+	if !logHas(p.log, "the term's server_id is taken on the source by another replica") {
+		t.Fatal("streaming without having met the replica on its first term's server_id")
+	}
+	h, err := lease.Holder(ctx, rdb, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, ok := lease.ParseHolder(h)
+	if !ok || token <= last+1 {
+		t.Fatalf("lease holder %q: want a term after token %d", h, last+1)
+	}
+	mine := lease.ServerID(e.serverID, token, n)
+	if mine == taken {
+		t.Fatalf("streaming as server_id %d, the taken one", mine)
+	}
+	waitReplica(t, e, mine, true)
+	if err := produce(e.writer(), workload.Generate(7, 0, 5, 40, 1, 5, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if recs := e.readTopic(40, time.Minute); len(recs) != 40 {
+		t.Fatalf("%d records, want 40", len(recs))
 	}
 }
