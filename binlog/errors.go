@@ -16,8 +16,11 @@ var (
 	// ER_ACCESS_DENIED_ERROR: unknown user, wrong password or host).
 	ErrAuth = errors.New("binlog: login refused")
 	// ErrServerID reports a replica server_id already used by the source or
-	// another replica (two replicas with one server_id disconnect each other,
-	// MariaDB ERROR 4052 / MySQL ERROR 1236 "A slave with the same server_uuid/server_id").
+	// another replica: found by the start-up check (SHOW SLAVE HOSTS / SHOW
+	// REPLICAS), or MariaDB ERROR 4052 ending the older of two dumps with one
+	// server_id. (MySQL reports that case as ERROR 1236 "A slave with the
+	// same server_uuid/server_id", which classify cannot tell from a purged
+	// position: ErrPositionUnavailable.)
 	ErrServerID = errors.New("binlog: replica server_id conflict")
 	// ErrPositionUnavailable reports a start position the server no longer
 	// (or does not yet) have: a purged binlog or a future position (ERROR 1236).

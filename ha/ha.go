@@ -169,7 +169,9 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 	store := checkpoint.NewStore(p.Config.Checkpoint)
 	defer store.Close()
 	rdb := store.Client()
-	taken := 0 // consecutive terms whose server_id another replica used
+	// The server_ids found taken by the terms that ended so in a row
+	// (takenIDs), cleared by any other end of a term.
+	var taken map[uint32]bool
 	for {
 		s.m.standby.WithLabelValues(p.Name).Set(1)
 		l, sent, err := s.acquire(ctx, rdb, p, log)
@@ -185,12 +187,9 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		s.owned--
 		s.mu.Unlock()
 		s.setPhase()
-		if errors.Is(err, binlog.ErrServerID) {
-			taken++
-		} else {
-			taken = 0
-		}
 		n := s.cfg.HA.ServerIDs
+		id := lease.ServerID(p.Config.Source.ServerID, l.Token(), n)
+		taken = takenIDs(taken, err, id)
 		switch {
 		case ctx.Err() != nil:
 			if err != nil && !errors.Is(err, pipeline.ErrLeaseLost) {
@@ -200,16 +199,15 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		case errors.Is(err, pipeline.ErrLeaseLost) || errors.Is(err, checkpoint.ErrFenced):
 			s.m.lost.WithLabelValues(p.Name).Inc()
 			log.Warn("lease lost: the source stopped publishing; standing by", zap.Uint64("token", l.Token()), zap.Error(err))
-		case taken > 0 && ctx.Err() == nil && anotherServerID(taken, n):
+		case len(taken) > 0 && ctx.Err() == nil && len(taken) < n:
 			// A replica that is not this source's publisher (a database
 			// replica, another tool) registered with this term's id: the
 			// next term's token gives the next id of the range.
-			log.Warn("the term's server_id is taken on the source by another replica: the next lease term registers with the next one",
-				zap.Uint64("token", l.Token()), zap.Uint32("server_id", lease.ServerID(p.Config.Source.ServerID, l.Token(), n)),
-				zap.Int("taken", taken), zap.Int("server_ids", n), zap.Error(err))
-		case taken > 0:
-			err = fmt.Errorf("%w (the last %d lease terms found their server_ids taken: every id from source.server-id %d to %d is used by another replica; set source.server-id so that the %d ids from it are free, see SHOW SLAVE HOSTS / SHOW REPLICAS)",
-				err, taken, p.Config.Source.ServerID, p.Config.Source.ServerID+uint32(n)-1, n)
+			log.Warn("the term's server_id is taken on the source (by another replica, a registration that outlived source.server-id-wait, or the source's own @@server_id): the next lease term registers with the next one",
+				zap.Uint64("token", l.Token()), zap.Uint32("server_id", id), zap.Int("ids_taken", len(taken)), zap.Int("server_ids", n), zap.Error(err))
+		case len(taken) > 0:
+			err = fmt.Errorf("%w (every server_id from source.server-id %d to %d was found taken, in lease terms in a row: set source.server-id so that the %d ids from it are free of other replicas and the source's @@server_id, see SHOW SLAVE HOSTS / SHOW REPLICAS)",
+				err, p.Config.Source.ServerID, p.Config.Source.ServerID+uint32(n)-1, n)
 			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 			s.mu.Lock()
 			s.sources--
@@ -227,11 +225,45 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 	}
 }
 
-// anotherServerID reports whether a source whose last taken terms in a
-// row found their server_id used by another replica tries another term:
-// while ids of the ha.server-ids range (n, consecutive tokens walk it)
-// remain untried. With one id (leases off, or ha.server-ids 1) none.
-func anotherServerID(taken, n int) bool { return n > 1 && taken < n }
+// takenIDs returns the server_ids found taken by the terms that ended so
+// in a row, after a term registering as id ended with err: id added when
+// err is only server_id conflicts (onlyServerID: not with another fatal
+// error, such as a missing privilege, beside them), and to a fresh set
+// when the conflict came while streaming (a *binlog.PositionError: a newer
+// registrant with our id made the server end our dump, MariaDB ERROR
+// 4052), as the id was free until then; nil (cleared) after any other
+// end. The source gives up when the set holds every id of the range.
+func takenIDs(taken map[uint32]bool, err error, id uint32) map[uint32]bool {
+	if err == nil || !onlyServerID(err) {
+		return nil
+	}
+	if _, streaming := errors.AsType[*binlog.PositionError](err); streaming || taken == nil {
+		taken = map[uint32]bool{}
+	}
+	taken[id] = true
+	return taken
+}
+
+// onlyServerID reports whether err consists of server_id conflicts only
+// (binlog.ErrServerID, every branch of a joined error).
+func onlyServerID(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		for _, e := range errs {
+			if !onlyServerID(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	if err == binlog.ErrServerID {
+		return true
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return onlyServerID(u)
+	}
+	return false
+}
 
 // acquire waits, as a standby, until this instance may and does take
 // the source's lease; nil when ctx is cancelled.

@@ -1,8 +1,12 @@
 package ha
 
 import (
+	"errors"
+	"fmt"
+	"maps"
 	"testing"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"go.uber.org/zap"
@@ -59,19 +63,34 @@ func TestPublisherLogFields(t *testing.T) {
 	}
 }
 
-func TestAnotherServerID(t *testing.T) {
+func TestTakenIDs(t *testing.T) {
+	conflict := fmt.Errorf("%w: replica r uses server_id 7", binlog.ErrServerID)
+	kicked := &binlog.PositionError{Err: fmt.Errorf("%w: ERROR 4052", binlog.ErrServerID)}
+	privileges := errors.Join(conflict, fmt.Errorf("%w: REPLICATION CLIENT missing", binlog.ErrPrivileges))
+	set := func(ids ...uint32) map[uint32]bool {
+		m := map[uint32]bool{}
+		for _, id := range ids {
+			m[id] = true
+		}
+		return m
+	}
 	for _, c := range []struct {
-		taken, n int
-		want     bool
+		name  string
+		taken map[uint32]bool
+		err   error
+		id    uint32
+		want  map[uint32]bool
 	}{
-		{1, 16, true},   // the first id taken: try the next
-		{15, 16, true},  // one id of the range left
-		{16, 16, false}, // every id tried
-		{1, 1, false},   // one id only (ha.server-ids 1)
-		{3, 2, false},
+		{"first conflict", nil, conflict, 7, set(7)},
+		{"next id", set(7), fmt.Errorf("start: %w", errors.Join(conflict)), 8, set(7, 8)},
+		{"the same id again (another instance in between)", set(7, 8), conflict, 7, set(7, 8)},
+		{"kicked while streaming: a fresh walk", set(7, 8), kicked, 9, set(9)},
+		{"another fatal error beside it", set(7), privileges, 8, nil},
+		{"another end of the term", set(7), errors.New("broker down"), 8, nil},
+		{"a clean end", set(7), nil, 8, nil},
 	} {
-		if got := anotherServerID(c.taken, c.n); got != c.want {
-			t.Errorf("anotherServerID(%d, %d) = %v, want %v", c.taken, c.n, got, c.want)
+		if got := takenIDs(c.taken, c.err, c.id); !maps.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -162,7 +162,7 @@ func TestHAServerIDTakenByAnotherReplica(t *testing.T) {
 	taken := lease.ServerID(e.serverID, last+1, n)
 	fakeReplica(t, e, taken, "db-replica-"+runID)
 	p := e.start()
-	if !logHas(p.log, "the term's server_id is taken on the source by another replica") {
+	if !logHas(p.log, "the term's server_id is taken on the source") {
 		t.Fatal("streaming without having met the replica on its first term's server_id")
 	}
 	h, err := lease.Holder(ctx, rdb, e.key)
