@@ -528,8 +528,12 @@ func (p *proc) waitLog(msg string) time.Time {
 
 // cpuAndRSS returns the process's CPU time (user+system) and peak RSS.
 func (p *proc) cpuAndRSS() (time.Duration, int64) {
-	cpu, err := procCPU(p.cmd.Process.Pid)
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	fail(err)
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	cpu := time.Duration(ut+st) * time.Second / 100 // USER_HZ
 	status, _ := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	defer status.Close()
 	sc := bufio.NewScanner(status)
@@ -541,19 +545,6 @@ func (p *proc) cpuAndRSS() (time.Duration, int64) {
 		}
 	}
 	return cpu, rss
-}
-
-// procCPU returns the CPU time (user+system) of process pid so far
-// (/proc/pid/stat; USER_HZ = 100).
-func procCPU(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100, nil
 }
 
 func (p *proc) stop() {

@@ -199,7 +199,7 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		case errors.Is(err, pipeline.ErrLeaseLost) || errors.Is(err, checkpoint.ErrFenced):
 			s.m.lost.WithLabelValues(p.Name).Inc()
 			log.Warn("lease lost: the source stopped publishing; standing by", zap.Uint64("token", l.Token()), zap.Error(err))
-		case len(taken) > 0 && ctx.Err() == nil && len(taken) < n:
+		case len(taken) > 0 && len(taken) < n:
 			// A replica that is not this source's publisher (a database
 			// replica, another tool) registered with this term's id: the
 			// next term's token gives the next id of the range.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go/protocol"
-	apiversionsAPI "github.com/segmentio/kafka-go/protocol/apiversions"
 	produceAPI "github.com/segmentio/kafka-go/protocol/produce"
 	"github.com/segmentio/kafka-go/protocol/rawproduce"
 	"golang.org/x/sync/errgroup"
@@ -97,33 +96,17 @@ func dialBrokerConn(ctx context.Context, addr string, sec *Security) (*brokerCon
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	deadline, _ := ctx.Deadline()
-	_ = nc.SetDeadline(deadline)
-	// Cancelling ctx (another broker answered first) ends the handshake at once.
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	rd := bufio.NewReaderSize(nc, 64<<10)
 	rw := struct {
 		io.Reader
 		io.Writer
 	}{rd, nc}
-	res, err := protocol.RoundTrip(&rw, 0, 0, clientID, &apiversionsAPI.Request{})
-	if !stop() && err == nil {
-		err = ctx.Err()
-	}
+	// Cancelling ctx (another broker answered first) ends the handshake at once.
+	av, err := sec.handshake(ctx, addr, nc, &rw)
 	if err != nil {
-		nc.Close()
-		return nil, &net.OpError{Op: "handshake", Net: "tcp", Addr: nc.RemoteAddr(), Err: err}
-	}
-	av := res.(*apiversionsAPI.Response)
-	if av.ErrorCode != 0 {
-		nc.Close()
-		return nil, fmt.Errorf("api versions from %s: error code %d", addr, av.ErrorCode)
-	}
-	if err := sec.authenticate(ctx, addr, &rw, av); err != nil {
 		nc.Close()
 		return nil, err
 	}
-	_ = nc.SetDeadline(time.Time{})
 	versions := map[protocol.ApiKey]int16{}
 	for _, k := range av.ApiKeys {
 		key := protocol.ApiKey(k.ApiKey)

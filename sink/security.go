@@ -454,69 +454,69 @@ func (s *Security) authenticate(ctx context.Context, addr string, rw io.ReadWrit
 	return nil
 }
 
-// dialer is a kafka-go Dialer with s's TLS and SASL (partition readers).
-func (s *Security) dialer(timeout time.Duration) *kafka.Dialer {
-	if s == nil {
-		return &kafka.Dialer{Timeout: timeout}
-	}
-	return &kafka.Dialer{Timeout: timeout, DialFunc: s.dial, SASLMechanism: s.mech}
-}
-
 // Dialer returns a kafka-go Dialer with s's TLS and SASL for kafka-go's
-// own clients (a Reader, a ConsumerGroup: package consumer). Each
-// connection's TCP dial, TLS handshake and SASL exchange end within
-// timeout, or when the dial's context ends: the SASL exchange is done
-// here (ApiVersions, then SaslHandshake v1 and SaslAuthenticate, KIP-152,
-// under a socket deadline) and not by kafka-go, whose exchange has no
-// deadline, so that a paused broker, which accepts connections and never
-// answers, cannot hold a dial for ever. Failures no retry fixes are
-// *SecurityError (errors.Is ErrSecurity). A nil s dials plaintext.
+// own clients (package consumer's Reader and ConsumerGroup, the partition
+// readers of dialPartition). Each connection's TCP dial, TLS handshake and
+// SASL exchange end within timeout, or when the dial's context ends: the
+// login is done here (handshake, the producer's connections' own) and
+// not by kafka-go, whose exchange has no deadline, so that a paused
+// broker, which accepts connections and never answers, cannot hold a
+// dial for ever. Failures no retry fixes are *SecurityError (errors.Is
+// ErrSecurity). A nil s dials plaintext.
 func (s *Security) Dialer(timeout time.Duration) *kafka.Dialer {
 	return &kafka.Dialer{Timeout: timeout, DialFunc: s.dialAuthenticated}
 }
 
-// dialAuthenticated is dial followed by ApiVersions and, with a SASL
-// mechanism, the login, or with TLS and no mechanism a probe that the
-// listener needs none (Dialer), within ctx's deadline (or s's timeout
-// without one).
+// dialAuthenticated is dial followed, with TLS or SASL, by the handshake
+// (Dialer), within ctx (kafka-go's Dialer gives it its timeout).
 func (s *Security) dialAuthenticated(ctx context.Context, network, addr string) (net.Conn, error) {
 	nc, err := s.dial(ctx, network, addr)
-	if err != nil || s == nil {
-		return nc, err
+	if err != nil || s == nil || (s.mech == nil && s.tls == nil) {
+		return nc, err // plaintext without a login: nothing to ask before kafka-go's requests
 	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(s.timeout)
-	}
-	_ = nc.SetDeadline(deadline)
-	// ctx ending (the caller gave up, or its timeout) ends the exchange at once.
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	res, err := protocol.RoundTrip(nc, 0, 0, clientID, &apiversionsAPI.Request{})
-	if err == nil {
-		av := res.(*apiversionsAPI.Response)
-		switch {
-		case av.ErrorCode != 0:
-			err = fmt.Errorf("api versions from %s: %w", addr, kafka.Error(av.ErrorCode))
-		case s.mech != nil:
-			err = s.authenticate(ctx, addr, nc, av)
-		case s.tls != nil:
-			// TLS without a login: a request other than ApiVersions tells
-			// a listener that needs one (SASL_SSL closes the connection),
-			// which explain then names (kafka.sasl.mechanism), where
-			// kafka-go's first request would fail on a closed connection,
-			// retried for ever.
-			err = probeMetadata(nc, av)
-		}
-	}
-	if !stop() && err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
+	if _, err := s.handshake(ctx, addr, nc, nc); err != nil {
 		nc.Close()
 		return nil, s.explain(ctx, addr, err)
 	}
-	_ = nc.SetDeadline(time.Time{})
 	return nc, nil
+}
+
+// handshake asks for the broker's API versions on nc (read through rw)
+// and, with a SASL mechanism, logs in (authenticate); with TLS and no
+// mechanism it probes that the listener needs no login (probeMetadata: a
+// SASL_SSL listener closes the connection, which explain names, where a
+// later request would fail on a closed connection, retried for ever).
+// ctx's deadline is the socket's meanwhile, and ctx ending ends the
+// exchange at once. A failed ApiVersions round trip, or ctx ending, is a
+// *net.OpError "handshake" (a connection failure, retried). A nil s only
+// asks for the versions.
+func (s *Security) handshake(ctx context.Context, addr string, nc net.Conn, rw io.ReadWriter) (*apiversionsAPI.Response, error) {
+	deadline, _ := ctx.Deadline()
+	_ = nc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	res, err := protocol.RoundTrip(rw, 0, 0, clientID, &apiversionsAPI.Request{})
+	var av *apiversionsAPI.Response
+	switch {
+	case err != nil:
+		err = &net.OpError{Op: "handshake", Net: "tcp", Addr: nc.RemoteAddr(), Err: err}
+	case res.(*apiversionsAPI.Response).ErrorCode != 0:
+		err = fmt.Errorf("api versions from %s: error code %d", addr, res.(*apiversionsAPI.Response).ErrorCode)
+	default:
+		av = res.(*apiversionsAPI.Response)
+		if s != nil && s.mech != nil {
+			err = s.authenticate(ctx, addr, rw, av)
+		} else if s != nil && s.tls != nil {
+			err = probeMetadata(rw, av)
+		}
+	}
+	if !stop() && err == nil {
+		err = &net.OpError{Op: "handshake", Net: "tcp", Addr: nc.RemoteAddr(), Err: ctx.Err()}
+	}
+	if err != nil {
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return av, nil
 }
 
 // probeMetadata sends a Metadata request for no topics (at the highest
@@ -553,18 +553,14 @@ func ValidateSecurity(tls secure.TLS, sasl SASL) error {
 
 // dialPartition connects to partition's leader at addr (host:port) with
 // sec's TLS and SASL settings (sec may be nil). The TCP dial and the TLS
-// and SASL handshakes end after timeout, and the connection's socket is
-// closed as soon as ctx ends, for as long as the connection is open: a
-// paused broker accepts the connection and never answers, and kafka-go
-// runs the SASL exchange without deadlines or ctx (it would wait for
-// ever), and a caller's later SetDeadline cannot undo a close (whileLeader
-// cancels the reads of a leader that moved that way).
+// and SASL handshakes end after timeout (Dialer), and the connection's
+// socket is closed as soon as ctx ends, for as long as the connection is
+// open: a paused broker accepts the connection and never answers, and a
+// caller's later SetDeadline cannot undo a close (whileLeader cancels the
+// reads of a leader that moved that way).
 func dialPartition(ctx context.Context, sec *Security, timeout time.Duration, addr, topic string, partition int) (*kafka.Conn, error) {
-	d := sec.dialer(timeout)
+	d := sec.Dialer(timeout)
 	base := d.DialFunc
-	if base == nil {
-		base = (&net.Dialer{}).DialContext
-	}
 	var raw atomic.Pointer[net.Conn]
 	d.DialFunc = func(dctx context.Context, network, address string) (net.Conn, error) {
 		nc, err := base(dctx, network, address)
