@@ -91,14 +91,22 @@ func Run(ctx context.Context, s Stages, shutdown time.Duration, log *zap.Logger)
 	defer unhook()
 
 	var cacks chan checkpoint.Ack
+	// committed is closed when the committer returned (nil: none): it
+	// then reads nothing more, and the relay must not wait for it.
+	var committed chan struct{}
 	if s.Committer != nil {
 		cacks = make(chan checkpoint.Ack, 64)
+		committed = make(chan struct{})
 		// The committer ends when cacks is closed, after every
 		// acknowledgement the writer reported (also when the writer
 		// failed or the drain was cut short), with the final write; it is
 		// never cancelled, so that no reported acknowledgement is lost to
-		// the checkpoint.
-		g.Go(func() error { return s.Committer.Run(context.Background(), cacks) })
+		// the checkpoint. It also ends early on a refused write (ErrFenced:
+		// another instance holds the lease), which stops every stage.
+		g.Go(func() error {
+			defer close(committed)
+			return s.Committer.Run(context.Background(), cacks)
+		})
 	}
 	g.Go(func() error {
 		err := s.Source.Run(readCtx)
@@ -109,6 +117,7 @@ func Run(ctx context.Context, s Stages, shutdown time.Duration, log *zap.Logger)
 	})
 	g.Go(func() error { return s.Writer.Run(drainCtx, s.Source.Txns()) })
 	g.Go(func() error {
+		out := cacks // nil once the committer returned
 		if cacks != nil {
 			defer close(cacks)
 		}
@@ -119,8 +128,16 @@ func Run(ctx context.Context, s Stages, shutdown time.Duration, log *zap.Logger)
 			if s.OnAck != nil {
 				s.OnAck(a)
 			}
-			if cacks != nil {
-				cacks <- checkpoint.Ack{End: a.End, Partitions: a.Partitions}
+			if out != nil {
+				// No send waits for a peer that has returned: once the
+				// committer ended (its error stops the run), the
+				// acknowledgements are still read, so that the writer
+				// returns, but no longer passed on.
+				select {
+				case out <- checkpoint.Ack{End: a.End, Partitions: a.Partitions}:
+				case <-committed:
+					out = nil
+				}
 			}
 		}
 		return nil

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -109,5 +110,36 @@ func TestRunDrainBounded(t *testing.T) {
 	err := Run(ctx, Stages{Name: "test", Source: src, Writer: w}, 20*time.Millisecond, zap.NewNop())
 	if err == nil || time.Since(began) > 5*time.Second {
 		t.Fatalf("Run = %v after %s, want the cut-short drain's error", err, time.Since(began))
+	}
+}
+
+// fencedCommitter reads nothing until the acknowledgements' buffer is
+// full (a slow write), then refuses (another instance holds the lease).
+type fencedCommitter struct{}
+
+func (fencedCommitter) Run(_ context.Context, acks <-chan checkpoint.Ack) error {
+	for len(acks) < cap(acks) {
+		time.Sleep(time.Millisecond)
+	}
+	return checkpoint.ErrFenced
+}
+
+// A committer that returned (fenced) stops the run: the relay does not
+// wait for it with the acknowledgements' buffer full (issue 30 item 1: the
+// old owner hung for good after a Redis outage, ignoring SIGTERM).
+func TestRunCommitterReturnedDoesNotHang(t *testing.T) {
+	src := &endless{out: make(chan binlog.Txn, 8)}
+	w := &slowWriter{acks: make(chan sink.Ack, 64)}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Stages{Name: "test", Source: src, Writer: w, Committer: fencedCommitter{}}, 10*time.Second, zap.NewNop())
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, checkpoint.ErrFenced) {
+			t.Fatalf("Run = %v, want ErrFenced", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still running 30 s after the committer returned ErrFenced")
 	}
 }
