@@ -32,10 +32,16 @@ func NewOwner() string {
 
 // acquireScript: KEYS lease, fence, checkpoint; ARGV owner, ttl ms,
 // prev (the id of this instance's dead previous process, or ""): a lease
-// held by prev is taken as if free. Replies {1, token} or {0, holder}.
+// held by owner itself (an earlier acquisition whose answer the client
+// gave up on, executed by Redis later; or a lost term of this process,
+// which has stopped) or by prev is taken as if free, with a new token.
+// Replies {1, token} or {0, holder}.
 var acquireScript = redis.NewScript(`
 local holder = redis.call('GET', KEYS[1])
-if holder and (ARGV[3] == '' or string.match(holder, '^(%S+) ') ~= ARGV[3]) then return {0, holder} end
+if holder then
+  local h = string.match(holder, '^(%S+) ')
+  if h ~= ARGV[1] and (ARGV[3] == '' or h ~= ARGV[3]) then return {0, holder} end
+end
 local token = redis.call('INCR', KEYS[2])
 local cp = redis.call('GET', KEYS[3])
 if cp then
@@ -122,6 +128,13 @@ func Acquire(ctx context.Context, rdb redis.Scripter, key, owner string, ttl tim
 	return AcquireFrom(ctx, rdb, key, owner, "", ttl)
 }
 
+// A lease held by owner itself is taken too (with a new token): an
+// acquisition is called only while this process runs no term of the
+// source, so such a holder is an earlier acquisition of this process
+// whose answer was given up on (a timeout while Redis was paused or slow:
+// Redis executes it later) or a term of it that already stopped; waiting
+// for it to expire would leave the source without a publisher for a TTL.
+//
 // AcquireFrom is Acquire that also takes the lease when its holder is
 // prev: the id of this instance's previous process, known dead because
 // this process holds its instance file (ClaimInstance). The new term's

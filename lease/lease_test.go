@@ -288,6 +288,29 @@ func TestAcquireFromPrevious(t *testing.T) {
 	}
 }
 
+// A lease held by this process's own id (an acquisition whose answer the
+// client gave up on, executed later by a paused Redis) is taken at once
+// with a new token, not waited out (issue 30 item 2); another's is not.
+func TestAcquireOwnHolder(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	const key = "cdc-outbox:own"
+	// The late acquisition: in Redis, but its answer never reached us.
+	if l, _, _, err := Acquire(ctx, rdb, key, "host-a", time.Minute); err != nil || l == nil {
+		t.Fatal(err)
+	}
+	a, holder, _, err := Acquire(ctx, rdb, key, "host-a", time.Minute)
+	if err != nil || a == nil || a.Token() != 2 {
+		t.Fatalf("Acquire of a lease held by the same id = %+v %q %v, want token 2", a, holder, err)
+	}
+	if h, _ := Holder(ctx, rdb, key); h != "host-a 2" {
+		t.Fatalf("holder %q, want host-a 2", h)
+	}
+	if b, holder, _, err := Acquire(ctx, rdb, key, "host-a2", time.Minute); err != nil || b != nil || holder != "host-a 2" {
+		t.Fatalf("Acquire by an id the holder's is a prefix of = %+v %q %v, want held by host-a 2", b, holder, err)
+	}
+}
+
 func TestParseHolder(t *testing.T) {
 	for _, tc := range []struct {
 		h     string

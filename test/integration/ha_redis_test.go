@@ -1,0 +1,173 @@
+//go:build integration
+
+package integration
+
+import (
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+)
+
+// pauseProxy is a TCP proxy the test owns between one publisher and
+// Redis. While paused, nothing is forwarded either way and new
+// connections are accepted but wait too; on resume everything held is
+// delivered, as after a kill -STOP / kill -CONT of redis-server for this
+// publisher alone (Redis then executes the late commands).
+type pauseProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+	closed bool
+}
+
+func newPauseProxy(t *testing.T, target string) *pauseProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pauseProxy{ln: ln, target: target}
+	p.cond = sync.NewCond(&p.mu)
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		p.closed, p.paused = true, false
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	return p
+}
+
+func (p *pauseProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *pauseProxy) setPaused(v bool) {
+	p.mu.Lock()
+	p.paused = v
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// wait blocks while paused.
+func (p *pauseProxy) wait() {
+	p.mu.Lock()
+	for p.paused && !p.closed {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+}
+
+func (p *pauseProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			p.wait()
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			go p.pipe(c, up)
+			go p.pipe(up, c)
+		}()
+	}
+}
+
+func (p *pauseProxy) pipe(src, dst net.Conn) {
+	defer src.Close()
+	defer dst.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		p.wait()
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				return
+			}
+			return
+		}
+	}
+}
+
+// metric returns the value of the series whose line starts with name
+// (e.g. `cdc_outbox_standby{source="default"}`) on addr's /metrics, or ""
+// when absent.
+func metric(addr, name string) string {
+	_, body := httpGet(addr, "/metrics")
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`)
+	if m := re.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// The owner cut from Redis (every byte held, both ways) for longer than
+// its lease while a standby can reach Redis (issue 30 item 1): the owner
+// stops publishing before the standby takes over; once Redis answers it
+// again, its late checkpoint write is fenced and it becomes a standby
+// within the bound (it used to hang for good, /readyz 200 streaming,
+// cdc_outbox_standby 0, SIGTERM ignored), and it answers SIGTERM with
+// exit 0. Nothing is lost.
+func TestHARedisPauseOwner(t *testing.T) {
+	e := newEnv(t)
+	proxy := newPauseProxy(t, redisAddr)
+	e.redisYAML = "addr: " + proxy.addr()
+	a := e.launch()
+	ida := owner(t, a) // read its configuration: b's may differ
+	e.waitLog(a, "streaming binlog", time.Minute)
+	e.redisYAML = ""
+	b := e.launch()
+	idb := owner(t, b)
+	waitReady(t, b, "standby", 30*time.Second)
+	plan := workload.Generate(3001, 0, 100, 40000, 1, 5, 200) // small transactions: many rounds, each acknowledged apart
+	pr := e.produceBackground(plan, 2000)
+	e.waitPublished(plan, 2000, time.Minute)
+
+	at := time.Now()
+	proxy.setPaused(true)
+	took := waitHolds(t, idb, 1, at, haBound, e.key)
+	e.waitLog(a, "lease lost", haBound)
+	// Long enough for the acknowledgements' buffer to fill while the old
+	// owner's committer waits on the paused Redis.
+	time.Sleep(time.Until(at.Add(12 * time.Second))) // the fault's length, as in the report
+	proxy.setPaused(false)
+	resumed := time.Now()
+	t.Logf("Redis paused for the owner %s for %s; the standby %s took over after %s", ida, time.Since(at).Round(time.Millisecond), idb, took.Round(time.Millisecond))
+
+	addr := metricsAddrOf(t, a)
+	const bound = 20 * time.Second
+	for deadline := time.Now().Add(bound); ; time.Sleep(100 * time.Millisecond) {
+		code, body := httpGet(addr, "/readyz")
+		standby := metric(addr, `cdc_outbox_standby{source="default"}`)
+		if code == 200 && strings.Contains(body, `"standby"`) && standby == "1" {
+			t.Logf("the old owner is a standby %s after Redis answered again: %s", time.Since(resumed).Round(time.Millisecond), body)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the old owner is not a standby %s after Redis answered: /readyz %d %s, cdc_outbox_standby %q", bound, code, body, standby)
+		}
+	}
+	if h := holders(e.key); h[idb] != 1 {
+		t.Fatalf("leases %v, want the new owner %s to keep it", h, idb)
+	}
+	rep := e.finish("HA, Redis paused for the owner", pr, took)
+	t.Logf("%d events, %d duplicates", plan.Total, rep.Duplicates)
+	if code := a.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("the old owner exited %d after SIGTERM, want 0", code)
+	}
+}
