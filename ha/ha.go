@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/health"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/lease"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,9 +38,13 @@ type Options struct {
 	// One that has a Forget method is told when a term of the source
 	// ends (its series are then removed until the next term).
 	Observer func(source string) pipeline.Observer
-	// Phase, when set, is Standby while this instance owns no source,
-	// Streaming while it owns one or more.
-	Phase *health.Phase
+	// Health, when set, follows each source's state on this instance
+	// (/readyz, cdc_outbox_source_state): Standby while another instance
+	// holds its lease and Redis answers, Degraded while Redis has not
+	// answered the acquisitions for longer than ha.lease-ttl, Failed once
+	// the source stopped fatally; during a term, the Publisher's own
+	// states (Starting, Streaming, Degraded while restarting, Stopping).
+	Health *health.Sources
 	// Registerer, when set, gets the lease metrics (Metrics).
 	Registerer prometheus.Registerer
 }
@@ -78,7 +84,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) 
 	}
 	s.log.Info("instance starting; sources are published under leases", zap.String("owner", opts.Owner), zap.Int("sources", len(ps)),
 		zap.Duration("lease_ttl", cfg.HA.TTL), zap.Duration("renew", cfg.HA.RenewEvery()), zap.Duration("margin", cfg.HA.StopMargin()))
-	s.setPhase()
 	hctx, stopBeat := context.WithCancel(context.Background())
 	var beat errgroup.Group
 	beat.Go(func() error { s.heartbeat(hctx, group.Client()); return nil })
@@ -120,17 +125,18 @@ type supervisor struct {
 	giving  int // sources being handed over
 }
 
-func (s *supervisor) setPhase() {
-	if s.opts.Phase == nil {
-		return
+// phase returns the named source's phase (nil: no health is followed).
+func (s *supervisor) phase(name string) *health.Phase {
+	if s.opts.Health == nil {
+		return nil
 	}
-	s.mu.Lock()
-	owned, alive := s.owned, s.alive
-	s.mu.Unlock()
-	if owned == 0 {
-		s.opts.Phase.Set(health.Standby, fmt.Sprintf("owning no source (%d instances alive): waiting for a lease", alive))
-	} else {
-		s.opts.Phase.Set(health.Streaming, fmt.Sprintf("publishing %d sources", owned))
+	return s.opts.Health.Source(name)
+}
+
+// setPhase sets the named source's state (nothing without Health).
+func (s *supervisor) setPhase(name string, st health.State, reason string) {
+	if p := s.phase(name); p != nil {
+		p.Set(st, reason)
 	}
 }
 
@@ -176,17 +182,19 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		s.m.standby.WithLabelValues(p.Name).Set(1)
 		l, sent, err := s.acquire(ctx, rdb, p, log)
 		if l == nil {
+			if err != nil {
+				s.setPhase(p.Name, health.Failed, err.Error())
+			}
 			return err
 		}
 		s.m.standby.WithLabelValues(p.Name).Set(0)
 		s.m.token.WithLabelValues(p.Name).Set(float64(l.Token()))
 		s.m.acquired.WithLabelValues(p.Name).Inc()
-		s.setPhase()
+		s.setPhase(p.Name, health.Starting, fmt.Sprintf("lease acquired (token %d): connecting to the source", l.Token()))
 		err = s.term(ctx, rdb, p, l, sent, log)
 		s.mu.Lock()
 		s.owned--
 		s.mu.Unlock()
-		s.setPhase()
 		n := s.cfg.HA.ServerIDs
 		id := lease.ServerID(p.Config.Source.ServerID, l.Token(), n)
 		taken = takenIDs(taken, err, id)
@@ -209,12 +217,14 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 			err = fmt.Errorf("%w (every server_id from source.server-id %d to %d was found taken, in lease terms in a row: set source.server-id so that the %d ids from it are free of other replicas and the source's @@server_id, see SHOW SLAVE HOSTS / SHOW REPLICAS)",
 				err, p.Config.Source.ServerID, p.Config.Source.ServerID+uint32(n)-1, n)
 			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
+			s.setPhase(p.Name, health.Failed, err.Error())
 			s.mu.Lock()
 			s.sources--
 			s.mu.Unlock()
 			return fmt.Errorf("source %s: %w", p.Name, err)
 		case err != nil && pipeline.IsFatal(err):
 			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
+			s.setPhase(p.Name, health.Failed, err.Error())
 			s.mu.Lock()
 			s.sources--
 			s.mu.Unlock()
@@ -270,6 +280,10 @@ func onlyServerID(err error) bool {
 func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.Named, log *zap.Logger) (*lease.Lease, time.Time, error) {
 	every := s.cfg.HA.RenewEvery()
 	logged := ""
+	// Redis trouble: since when the acquisitions fail (zero: they do
+	// not), and the warnings' limiter.
+	var failing time.Time
+	warn := logging.NewLimiter(time.Minute, 1)
 	for {
 		s.mu.Lock()
 		may := lease.MayAcquire(s.owned, s.sources, s.alive)
@@ -295,10 +309,32 @@ func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.N
 				s.mu.Unlock()
 				return nil, time.Time{}, fmt.Errorf("source %s: %w", p.Name, err)
 			}
-			if err == nil && holder != logged {
-				logged = holder
-				log.Info("standing by: another instance holds the source's lease", zap.String("holder", holder))
+			if err != nil {
+				now := time.Now()
+				if failing.IsZero() {
+					failing = now
+				}
+				addr := RedisAddr(p.Config.Checkpoint)
+				if ok, suppressed := warn.Allow(now); ok {
+					log.Warn("standing by, but Redis does not answer: this instance cannot take the source's lease; check that Redis is up and that checkpoint.addr (and checkpoint.tls, checkpoint.username/password) reach it",
+						zap.String("redis", addr), zap.Duration("failing_for", now.Sub(failing).Round(time.Millisecond)), zap.Int("suppressed", suppressed), zap.Error(err))
+				}
+				if now.Sub(failing) > s.cfg.HA.TTL {
+					s.setPhase(p.Name, health.Degraded, fmt.Sprintf("standby that cannot reach Redis at %s (checkpoint.addr) for %s: %v", addr, now.Sub(failing).Round(time.Second), err))
+				}
+			} else {
+				if !failing.IsZero() {
+					log.Info("Redis answers again", zap.String("redis", RedisAddr(p.Config.Checkpoint)), zap.Duration("failed_for", time.Since(failing).Round(time.Millisecond)))
+					failing = time.Time{}
+				}
+				s.setPhase(p.Name, health.Standby, "another instance holds the source's lease: "+holder)
+				if holder != logged {
+					logged = holder
+					log.Info("standing by: another instance holds the source's lease", zap.String("holder", holder))
+				}
 			}
+		} else {
+			s.setPhase(p.Name, health.Standby, "this instance holds its share of the sources: waiting")
 		}
 		select {
 		case <-ctx.Done():
@@ -316,6 +352,9 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	log.Info("lease acquired: publishing the source", zap.Uint64("token", l.Token()), zap.Uint32("server_id", cfg.Source.ServerID))
 	opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
 	opts.Fence = l
+	if ph := s.phase(p.Name); ph != nil {
+		opts.Phase = ph
+	}
 	obs := s.observer(p.Name)
 	if f, ok := obs.(interface{ Forget() }); ok {
 		// The series of a source are the owner's: a standby exposes none.
@@ -415,6 +454,9 @@ func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 		g.Go(func() error {
 			log := s.log.With(zap.String("source", p.Name))
 			opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
+			if ph := s.phase(p.Name); ph != nil {
+				opts.Phase = ph
+			}
 			if err := pipeline.NewPublisher(p.Config, opts, s.observer(p.Name), s.publisherLog(p.Name)).Run(ctx); err != nil {
 				if len(ps) > 1 {
 					log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
@@ -426,4 +468,17 @@ func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 	}
 	_ = g.Wait()
 	return errors.Join(errs...)
+}
+
+// RedisAddr names the Redis a checkpoint configuration reaches, as the
+// operator configured it: the Sentinel master name and addresses, the
+// Cluster's addresses, or checkpoint.addr.
+func RedisAddr(c checkpoint.Config) string {
+	switch {
+	case c.SentinelMaster != "":
+		return fmt.Sprintf("sentinel master %s via %s (checkpoint.sentinel-master, checkpoint.addrs)", c.SentinelMaster, strings.Join(c.Addrs, ","))
+	case c.Cluster && len(c.Addrs) > 0:
+		return fmt.Sprintf("cluster %s (checkpoint.addrs)", strings.Join(c.Addrs, ","))
+	}
+	return c.Addr
 }

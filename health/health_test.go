@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestStale(t *testing.T) {
@@ -87,9 +90,87 @@ func TestPhase(t *testing.T) {
 		s     State
 		ready bool
 		name  string
-	}{{Starting, false, "starting"}, {Streaming, true, "streaming"}, {Standby, true, "standby"}, {Stopping, false, "stopping"}} {
+	}{{Starting, false, "starting"}, {Streaming, true, "streaming"}, {Standby, true, "standby"}, {Stopping, false, "stopping"},
+		{Degraded, false, "degraded"}, {Failed, false, "failed"}} {
 		if Ready(c.s) != c.ready || c.s.String() != c.name {
 			t.Errorf("%v: Ready %v name %q", c.s, Ready(c.s), c.s.String())
+		}
+	}
+}
+
+// The instance's readiness from its sources' (the table "Health model"
+// of docs/operations.md): ready only when every source streams or stands
+// by; the state and reason are the worst source's.
+func TestReadinessOf(t *testing.T) {
+	at := time.Unix(1000, 0)
+	r := func(s State, reason string) Readiness { return Readiness{Ready: Ready(s), State: s, Reason: reason, Since: at} }
+	for _, c := range []struct {
+		name    string
+		sources map[string]Readiness
+		ready   bool
+		state   State
+		reason  string
+	}{
+		{"no source", nil, false, Starting, "no source configured yet"},
+		{"streaming", map[string]Readiness{"a": r(Streaming, "")}, true, Streaming, ""},
+		{"healthy standby", map[string]Readiness{"a": r(Standby, "held by x")}, true, Standby, "held by x"},
+		{"streams one, stands by for another", map[string]Readiness{"a": r(Standby, "held by x"), "b": r(Streaming, "")}, true, Streaming, ""},
+		{"connecting", map[string]Readiness{"a": r(Starting, "connecting")}, false, Starting, "connecting"},
+		{"restarting", map[string]Readiness{"a": r(Degraded, "restarting in 2s after: EOF")}, false, Degraded, "restarting in 2s after: EOF"},
+		{"standby without Redis", map[string]Readiness{"a": r(Degraded, "Redis unreachable")}, false, Degraded, "Redis unreachable"},
+		{"one source failed", map[string]Readiness{"a": r(Streaming, ""), "b": r(Failed, "stopped: boom")}, false, Failed, "source b: stopped: boom"},
+		{"stopping", map[string]Readiness{"a": r(Stopping, "signal received"), "b": r(Degraded, "x")}, false, Stopping, "source a: signal received"},
+		{"ties by name", map[string]Readiness{"b": r(Degraded, "b"), "a": r(Degraded, "a")}, false, Degraded, "source a: a"},
+	} {
+		got := ReadinessOf(c.sources)
+		if got.Ready != c.ready || got.State != c.state || got.Reason != c.reason {
+			t.Errorf("%s: %+v, want ready %v state %v reason %q", c.name, got, c.ready, c.state, c.reason)
+		}
+	}
+}
+
+// Sources: per-source phases, the instance's readiness, the state
+// metric; Failed is final.
+func TestSources(t *testing.T) {
+	s := NewSources("a", "b")
+	s.Source("a").Set(Streaming, "")
+	s.Source("b").Set(Standby, "held by x")
+	if r := s.Readiness(); !r.Ready || r.State != Streaming || len(r.Sources) != 2 {
+		t.Fatalf("readiness %+v", r)
+	}
+	s.Source("b").Set(Failed, "stopped: boom")
+	s.Source("b").Set(Standby, "later")
+	if r := s.Readiness(); r.Ready || r.State != Failed {
+		t.Fatalf("after a failure: %+v", r)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	n, err := testutil.GatherAndCount(reg, "cdc_outbox_source_state")
+	if err != nil || n != 2*len(States) {
+		t.Fatalf("cdc_outbox_source_state series: %d %v", n, err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetGauge().GetValue()
+			switch mf.GetName() {
+			case "cdc_outbox_ready":
+				if v != 0 {
+					t.Errorf("cdc_outbox_ready %v, want 0", v)
+				}
+			case "cdc_outbox_source_state":
+				l := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				want := (l["source"] == "a" && l["state"] == "streaming") || (l["source"] == "b" && l["state"] == "failed")
+				if (v == 1) != want {
+					t.Errorf("cdc_outbox_source_state%v = %v", l, v)
+				}
+			}
 		}
 	}
 }

@@ -238,11 +238,20 @@ func (p *Publisher) run(ctx context.Context) error {
 		if errors.As(err, &perr) {
 			p.obs.PoisonStopped(perr.Reason)
 		}
-		if err == nil || IsFatal(err) {
-			p.setPhase(health.Stopping, fmt.Sprintf("stopped: %v", err))
+		if err == nil {
+			p.setPhase(health.Stopping, "the source ended")
+			return nil
+		}
+		if IsFatal(err) {
+			// Under a lease, the supervisor (package ha) decides: a lost
+			// lease or a fenced write makes a standby, a taken server_id
+			// a new term.
+			if p.opts.Fence == nil {
+				p.setPhase(health.Failed, fmt.Sprintf("stopped: %v", err))
+			}
 			return err
 		}
-		p.setPhase(health.Starting, fmt.Sprintf("restarting in %s after: %v", backoff, err))
+		p.setPhase(health.Degraded, fmt.Sprintf("restarting in %s after: %v", backoff, err))
 		if p.opts.Live != nil {
 			p.opts.Live.Pause()
 		}

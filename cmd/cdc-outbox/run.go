@@ -114,7 +114,12 @@ exit 0.`,
 				defer release()
 				g.Go(func() error { return ballast.Run(ballastCtx) })
 			}
-			phase, live := health.NewPhase("connecting to the source"), health.NewRegistry()
+			var names []string
+			for _, p := range cfg.Pipelines() {
+				names = append(names, p.Name)
+			}
+			phase, live := health.NewSources(names...), health.NewRegistry()
+			m.Registry().MustRegister(phase)
 			ticker := live.Ticker("publisher", pipeline.LivenessPeriod(cfg))
 			if cfg.MetricsAddr != "" {
 				mux, err := health.NewMux(health.Endpoints{Live: live, Ready: phase, Metrics: m.Handler(),
@@ -133,9 +138,8 @@ exit 0.`,
 				servers = append(servers, srv)
 				log.Info("serving metrics and health", zap.String("addr", srv.Addr), zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz", "/status"}))
 			}
-			// The phase (/readyz) follows the instance: standby while it owns
-			// no source, streaming while it owns one; the liveness ticks with
-			// every publisher's loop.
+			// The phase (/readyz) is the worst of the sources' (health.ReadinessOf);
+			// the liveness ticks with every publisher's loop.
 			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version, Live: ticker}
 			if (backfill || cfg.Backfills()) && progress.IsTerminal(os.Stderr) {
 				// A bar on a terminal; elsewhere the log's progress lines say it.
@@ -147,7 +151,7 @@ exit 0.`,
 					bar.Update(acked, acked, at)
 				}
 			}
-			hopts := ha.Options{Publisher: opts, StartSource: startSource, Registerer: m.Registry(), Phase: phase,
+			hopts := ha.Options{Publisher: opts, StartSource: startSource, Registerer: m.Registry(), Health: phase,
 				Observer: func(name string) pipeline.Observer { return m.Source(name) }}
 			if err := ha.Run(gctx, cfg, hopts, log); err != nil {
 				log.Error("stopped", zap.Error(err))

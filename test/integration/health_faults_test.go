@@ -19,13 +19,17 @@ import (
 // connections are accepted but wait too; on resume everything held is
 // delivered, as after a kill -STOP / kill -CONT of redis-server for this
 // publisher alone (Redis then executes the late commands).
+// Cut (setDown) closes every connection and refuses new ones (accepted,
+// then closed at once), as a server that is down.
 type pauseProxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	cond   *sync.Cond
 	paused bool
+	down   bool
 	closed bool
+	conns  []net.Conn
 }
 
 func newPauseProxy(t *testing.T, target string) *pauseProxy {
@@ -55,6 +59,30 @@ func (p *pauseProxy) setPaused(v bool) {
 	p.mu.Unlock()
 }
 
+func (p *pauseProxy) setDown(v bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = v
+	if v {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// track keeps c to close at a cut; false (c closed) while down.
+func (p *pauseProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		c.Close()
+		return false
+	}
+	p.conns = append(p.conns, c)
+	return true
+}
+
 // wait blocks while paused.
 func (p *pauseProxy) wait() {
 	p.mu.Lock()
@@ -72,8 +100,15 @@ func (p *pauseProxy) accept() {
 		}
 		go func() {
 			p.wait()
+			if !p.track(c) {
+				return
+			}
 			up, err := net.Dial("tcp", p.target)
 			if err != nil {
+				c.Close()
+				return
+			}
+			if !p.track(up) {
 				c.Close()
 				return
 			}
@@ -169,5 +204,54 @@ func TestHARedisPauseOwner(t *testing.T) {
 	t.Logf("%d events, %d duplicates", plan.Total, rep.Duplicates)
 	if code := a.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("the old owner exited %d after SIGTERM, want 0", code)
+	}
+}
+
+// /readyz, the per-source state metric and cdc_outbox_ready follow the
+// pipeline, with and without HA (issue 30 items 5 and 10): 200 streaming
+// once the binlog streams (with ha.enabled false it stayed 503
+// "connecting to the source" for ever), 503 degraded while the pipeline
+// restarts because the database is down (it stayed 200), 200 streaming
+// again once it is back.
+func TestReadinessFollowsPipeline(t *testing.T) {
+	for _, noHA := range []bool{true, false} {
+		t.Run(map[bool]string{true: "unfenced", false: "ha"}[noHA], func(t *testing.T) {
+			e := newEnv(t)
+			e.noHA = noHA
+			db := newPauseProxy(t, mysqlAddr)
+			e.sourceAddr = db.addr()
+			p := e.start()
+			waitReady(t, p, "streaming", 30*time.Second)
+			addr := metricsAddrOf(t, p)
+			if v := metric(addr, `cdc_outbox_source_state{source="default",state="streaming"}`); v != "1" {
+				t.Errorf("cdc_outbox_source_state streaming = %q, want 1", v)
+			}
+			if v := metric(addr, "cdc_outbox_ready"); v != "1" {
+				t.Errorf("cdc_outbox_ready = %q, want 1", v)
+			}
+			db.setDown(true)
+			var code int
+			var body string
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				code, body = httpGet(addr, "/readyz")
+				if code == 503 && strings.Contains(body, `"degraded"`) && strings.Contains(body, "restarting") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("/readyz with the database down: %d %s, want 503 degraded (restarting)", code, body)
+				}
+			}
+			if v := metric(addr, `cdc_outbox_source_state{source="default",state="degraded"}`); v != "1" {
+				t.Errorf("cdc_outbox_source_state degraded = %q, want 1", v)
+			}
+			if v := metric(addr, "cdc_outbox_ready"); v != "0" {
+				t.Errorf("cdc_outbox_ready = %q, want 0", v)
+			}
+			db.setDown(false)
+			waitReady(t, p, "streaming", time.Minute)
+			if code := p.stop(t, 30*time.Second); code != 0 {
+				t.Fatalf("exit %d after SIGTERM", code)
+			}
+		})
 	}
 }
