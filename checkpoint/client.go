@@ -138,6 +138,14 @@ func (s *Store) explain(ctx context.Context, err error) error {
 	return err
 }
 
+// Explain is explain for the commands other packages send on Client()
+// (the lease scripts of package lease): an error wrapping ErrAuth or
+// ErrTLS that names the settings to fix (checkpoint.username/password,
+// checkpoint.tls.*: a plaintext client on a TLS port and the reverse, a
+// certificate not signed by checkpoint.tls.ca-file), else err unchanged.
+// It may probe the address (at most 2 s) when the connection was dropped.
+func (s *Store) Explain(ctx context.Context, err error) error { return s.explain(ctx, err) }
+
 // tlsDialer dials TCP and, with tc, completes the TLS handshake itself
 // (the name checked: tc's ServerName, else the host dialled), so that a
 // handshake that fails or gets no answer says why: a plaintext port

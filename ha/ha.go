@@ -180,7 +180,7 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 	var taken map[uint32]bool
 	for {
 		s.m.standby.WithLabelValues(p.Name).Set(1)
-		l, sent, err := s.acquire(ctx, rdb, p, log)
+		l, sent, err := s.acquire(ctx, store, p, log)
 		if l == nil {
 			if err != nil {
 				s.setPhase(p.Name, health.Failed, err.Error())
@@ -277,7 +277,8 @@ func onlyServerID(err error) bool {
 
 // acquire waits, as a standby, until this instance may and does take
 // the source's lease; nil when ctx is cancelled.
-func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.Named, log *zap.Logger) (*lease.Lease, time.Time, error) {
+func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, p config.Named, log *zap.Logger) (*lease.Lease, time.Time, error) {
+	rdb := store.Client()
 	every := s.cfg.HA.RenewEvery()
 	logged := ""
 	// Redis trouble: since when the acquisitions fail (zero: they do
@@ -301,8 +302,12 @@ func (s *supervisor) acquire(ctx context.Context, rdb redis.Scripter, p config.N
 			s.mu.Lock()
 			s.owned--
 			s.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				// A TLS or login mismatch named with its settings.
+				err = store.Explain(ctx, err)
+			}
 			if err != nil && pipeline.IsFatal(err) {
-				// Wrong credentials: waiting cannot help.
+				// Wrong credentials or TLS settings: waiting cannot help.
 				log.Error("cannot acquire the source's lease", zap.Error(err))
 				s.mu.Lock()
 				s.sources--

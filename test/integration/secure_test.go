@@ -713,3 +713,33 @@ func TestSecureConsumer(t *testing.T) {
 		})
 	}
 }
+
+// run, not only check, stops at start on a Redis TLS or login mismatch,
+// naming the setting (issue 30 item 4): the lease acquisitions of a
+// standby (ha, the default) used to retry them for ever, silently, with
+// /readyz 200 standby.
+func TestSecureRunRedisMismatch(t *testing.T) {
+	s := secured(t)
+	for _, tc := range []struct {
+		name, checkpoint, fix string
+	}{
+		{"plain to TLS", fmt.Sprintf("addr: %s\n  username: %s\n  password-file: %s", s.redis, s.redisUser, s.secretFile("redis")), "set checkpoint.tls.enabled: true"},
+		{"wrong CA", fmt.Sprintf("addr: %s\n  username: %s\n  password-file: %s\n  tls: {enabled: true, ca-file: %s}", s.redis, s.redisUser, s.secretFile("redis"), s.cert(testcerts.OtherCA)), "checkpoint.tls.ca-file"},
+		{"TLS to plain", fmt.Sprintf("addr: %s\n  tls: {enabled: true, ca-file: %s}", redisAddr, s.cert(testcerts.CA)), "this is a plaintext port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.noMirror = true
+			e.redisYAML = tc.checkpoint
+			began := time.Now()
+			out, code := e.cli(nil, "run")
+			if code != 1 || !strings.Contains(out, tc.fix) {
+				t.Fatalf("run: exit %d after %s, want 1 naming %q:\n%s", code, time.Since(began), tc.fix, tail(out, 10))
+			}
+			if strings.Contains(out, s.secret(t, "redis")) {
+				t.Fatal("the password is in the log")
+			}
+			t.Logf("exit 1 after %s", time.Since(began).Round(time.Millisecond))
+		})
+	}
+}
