@@ -275,6 +275,10 @@ ha:
   group: %q
 `, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), cmp.Or(e.readTimeout, "5s"), e.sourceExtra, e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), e.kafkaExtra, cmp.Or(e.redisYAML, "addr: "+redisAddr), e.key, e.mirrorTopic(),
 		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"))
+	if strings.Contains(e.sourceExtra, "  tables:") {
+		// source.table is refused beside source.tables.
+		cfg = strings.Replace(cfg, fmt.Sprintf("  table: %s\n", e.outbox), "", 1)
+	}
 	if e.configText != "" {
 		cfg = e.configText
 	}
