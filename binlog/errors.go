@@ -35,6 +35,15 @@ var (
 	ErrRange = errors.New("binlog: invalid range")
 )
 
+// Damaged reports whether err is a damaged binlog file: a *FileError
+// wrapping ErrTruncated or ErrCorruptEvent (a file that ends before its
+// format description event ends, an event whose size or recorded end is
+// wrong, ...), found by InspectFile or while reading.
+func Damaged(err error) bool {
+	var fe *FileError
+	return errors.As(err, &fe) && (errors.Is(err, ErrTruncated) || errors.Is(err, ErrCorruptEvent))
+}
+
 // PositionError wraps an error with the binlog position it happened at.
 type PositionError struct {
 	Pos Position
