@@ -15,13 +15,18 @@ var (
 	// ErrAuth reports a login the server refused (ERROR 1045
 	// ER_ACCESS_DENIED_ERROR: unknown user, wrong password or host).
 	ErrAuth = errors.New("binlog: login refused")
-	// ErrServerID reports a replica server_id already used by the source or
-	// another replica: found by the start-up check (SHOW SLAVE HOSTS / SHOW
-	// REPLICAS), or MariaDB ERROR 4052 ending the older of two dumps with one
-	// server_id. (MySQL reports that case as ERROR 1236 "A slave with the
+	// ErrServerID reports a replica server_id already used by another
+	// replica (the source's own is ErrOwnServerID): found by the start-up
+	// check (SHOW SLAVE HOSTS / SHOW REPLICAS), or MariaDB ERROR 4052
+	// ending the older of two dumps with one server_id. (MySQL reports that case as ERROR 1236 "A slave with the
 	// same server_uuid/server_id", which classify cannot tell from a purged
 	// position: ErrPositionUnavailable.)
 	ErrServerID = errors.New("binlog: replica server_id conflict")
+	// ErrOwnServerID reports a source.server-id (or the range of ids
+	// under ha.server-ids) holding the source's own @@server_id: fatal,
+	// and unlike ErrServerID never a reason to try the next id of the
+	// range (ownServerID).
+	ErrOwnServerID = errors.New("binlog: the source's own server_id")
 	// ErrPositionUnavailable reports a start position the server no longer
 	// (or does not yet) have: a purged binlog or a future position (ERROR 1236).
 	ErrPositionUnavailable = errors.New("binlog: start position not available on the server")

@@ -222,6 +222,19 @@ func (e *env) sql() *client.Conn {
 	return c
 }
 
+// sourceServerID returns the source's own @@server_id.
+func (e *env) sourceServerID() uint32 {
+	e.t.Helper()
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SELECT @@server_id")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	id, _ := r.GetUint(0, 0)
+	return uint32(id)
+}
+
 func (e *env) writer() *workload.Writer {
 	w, err := workload.Open(mysqlAddr, mysqlUser, mysqlPass, mysqlDB, e.outbox, e.message)
 	if err != nil {
