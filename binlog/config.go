@@ -55,6 +55,13 @@ type Config struct {
 	// ServerID is the replica server_id the publisher registers with. It must
 	// differ from the source's and from every other replica's.
 	ServerID uint32 `yaml:"server-id" env:"SERVER_ID"`
+	// ServerIDFrom and ServerIDCount: the range of server_ids this
+	// source's publishers register with (under leases: source.server-id
+	// and ha.server-ids, ServerID being the term's own), set by the ha
+	// supervisor, not the file; a range holding the source's own
+	// @@server_id is refused at start. Count 0 or 1: ServerID alone.
+	ServerIDFrom  uint32 `yaml:"-"`
+	ServerIDCount int    `yaml:"-"`
 	// Schema and Table name the outbox table (when Tables is empty; Schema
 	// is also the default schema of Tables' entries).
 	Schema string `yaml:"schema" env:"SCHEMA"`

@@ -15,13 +15,18 @@ var (
 	// ErrAuth reports a login the server refused (ERROR 1045
 	// ER_ACCESS_DENIED_ERROR: unknown user, wrong password or host).
 	ErrAuth = errors.New("binlog: login refused")
-	// ErrServerID reports a replica server_id already used by the source or
-	// another replica: found by the start-up check (SHOW SLAVE HOSTS / SHOW
-	// REPLICAS), or MariaDB ERROR 4052 ending the older of two dumps with one
-	// server_id. (MySQL reports that case as ERROR 1236 "A slave with the
+	// ErrServerID reports a replica server_id already used by another
+	// replica (the source's own is ErrOwnServerID): found by the start-up
+	// check (SHOW SLAVE HOSTS / SHOW REPLICAS), or MariaDB ERROR 4052
+	// ending the older of two dumps with one server_id. (MySQL reports that case as ERROR 1236 "A slave with the
 	// same server_uuid/server_id", which classify cannot tell from a purged
 	// position: ErrPositionUnavailable.)
 	ErrServerID = errors.New("binlog: replica server_id conflict")
+	// ErrOwnServerID reports a source.server-id (or the range of ids
+	// under ha.server-ids) holding the source's own @@server_id: fatal,
+	// and unlike ErrServerID never a reason to try the next id of the
+	// range (ownServerID).
+	ErrOwnServerID = errors.New("binlog: the source's own server_id")
 	// ErrPositionUnavailable reports a start position the server no longer
 	// (or does not yet) have: a purged binlog or a future position (ERROR 1236).
 	ErrPositionUnavailable = errors.New("binlog: start position not available on the server")
@@ -34,6 +39,15 @@ var (
 	// start, or is past the end of the binlog.
 	ErrRange = errors.New("binlog: invalid range")
 )
+
+// Damaged reports whether err is a damaged binlog file: a *FileError
+// wrapping ErrTruncated or ErrCorruptEvent (a file that ends before its
+// format description event ends, an event whose size or recorded end is
+// wrong, ...), found by InspectFile or while reading.
+func Damaged(err error) bool {
+	var fe *FileError
+	return errors.As(err, &fe) && (errors.Is(err, ErrTruncated) || errors.Is(err, ErrCorruptEvent))
+}
 
 // PositionError wraps an error with the binlog position it happened at.
 type PositionError struct {

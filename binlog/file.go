@@ -290,8 +290,7 @@ func (fr *fileRun) readFile(base string, rd io.Reader, size int64, last bool) (d
 	// that can be read, not even its format: an error, not a truncated
 	// backup with nothing to replay.
 	noFDE := func(off int64, format string, a ...any) (bool, error) {
-		return true, ferr(off, fmt.Errorf("%w: %s, before its format description event ends: the file holds no readable event; copy it again from the server",
-			ErrTruncated, fmt.Sprintf(format, a...)))
+		return true, ferr(off, errNoFDE(fmt.Sprintf(format, a...)))
 	}
 	var magic [4]byte
 	if n, err := io.ReadFull(rd, magic[:]); err != nil {

@@ -108,22 +108,36 @@ func walkEvents(path string, fn func(off int64, hdr []byte, body io.Reader) (sto
 	}
 }
 
+// errNoFDE is the error of a file that ends (what: where) before its
+// format description event ends: damage, not a truncated copy, as nothing
+// in it can be read.
+func errNoFDE(what string) error {
+	return fmt.Errorf("%w: %s, before its format description event ends: the file holds no readable event; copy it again from the server", ErrTruncated, what)
+}
+
 // InspectFile reads the event headers of a binlog file (and the bodies of
 // its format description and rotate events): its size, where its complete
 // events end, when it was opened, and the file its closing rotate event
 // names. It decodes no rows: a 1 GiB file takes a fraction of a second.
+// A file that ends before its format description event ends, or whose
+// first event is another, is damaged: a *FileError wrapping ErrTruncated
+// or ErrCorruptEvent (as FileReader reports it), never an empty file.
 func InspectFile(path string) (FileInfo, error) {
 	info := FileInfo{Path: path, Name: filepath.Base(path)}
 	if st, err := os.Stat(path); err == nil {
 		info.Size = st.Size()
 	}
-	checksum := false
+	checksum, sawFDE := false, false
 	var lastType replication.EventType
 	var lastBody []byte
 	end, trunc, err := walkEvents(path, func(off int64, hdr []byte, body io.Reader) (bool, error) {
 		lastType, lastBody = replication.EventType(hdr[4]), nil
+		if !sawFDE && lastType != replication.FORMAT_DESCRIPTION_EVENT {
+			return true, fmt.Errorf("%w: first event is %s, want FORMAT_DESCRIPTION_EVENT (binlog format v4, MySQL 5.0+ / MariaDB)", ErrCorruptEvent, lastType)
+		}
 		switch lastType {
 		case replication.FORMAT_DESCRIPTION_EVENT:
+			sawFDE = true
 			b, err := io.ReadAll(body)
 			if err != nil {
 				return true, err
@@ -150,6 +164,15 @@ func InspectFile(path string) (FileInfo, error) {
 		return info, err
 	}
 	info.Clean, info.Truncated = end, trunc
+	switch {
+	case sawFDE:
+	case end == 0:
+		return info, &FileError{File: info.Name, Err: errNoFDE(fmt.Sprintf("the file ends inside the 4-byte magic number (%d bytes)", info.Size))}
+	case trunc:
+		return info, &FileError{File: info.Name, Offset: end, Err: errNoFDE(fmt.Sprintf("the file ends inside its first event (%d bytes after the magic number)", info.Size-end))}
+	default:
+		return info, &FileError{File: info.Name, Offset: end, Err: errNoFDE(fmt.Sprintf("the file ends at %d", end))}
+	}
 	if !trunc && lastType == replication.ROTATE_EVENT && len(lastBody) > 8 {
 		name := lastBody[8:]
 		if checksum && len(name) > replication.BinlogChecksumLength {

@@ -76,3 +76,58 @@ func TestCheckFilePosition(t *testing.T) {
 		t.Errorf("end of file: %v", err)
 	}
 }
+
+// A copy cut before its format description event ends (the event is
+// 4..256 of mariadb-bin.000007) holds nothing readable: InspectFile
+// reports the damage, as FileReader does (TestFileReaderTruncatedLastFile),
+// naming the file, instead of an empty file that a replay would take for
+// "nothing to replay". Cut at the event's end or later, the file is a
+// truncated copy, inspected.
+func TestInspectFileCutInFormatDescription(t *testing.T) {
+	full, err := os.ReadFile(fxFiles[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), fx7)
+	for _, c := range []struct {
+		cut  int
+		want string // "" no error
+	}{
+		{0, "the file ends inside the 4-byte magic number (0 bytes)"},
+		{3, "the file ends inside the 4-byte magic number (3 bytes)"},
+		{4, "the file ends at 4"},
+		{5, "the file ends inside its first event (1 bytes after the magic number)"},
+		{22, "the file ends inside its first event (18 bytes"},
+		{23, "the file ends inside its first event (19 bytes"},
+		{50, "the file ends inside its first event"},
+		{100, "the file ends inside its first event"},
+		{255, "the file ends inside its first event (251 bytes"},
+		{256, ""},
+		{257, ""},
+	} {
+		if err := os.WriteFile(path, full[:c.cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := InspectFile(path)
+		if c.want == "" {
+			if err != nil || fi.Opened.IsZero() {
+				t.Errorf("cut at %d: %+v, %v; want the format description's time, no error", c.cut, fi, err)
+			}
+			continue
+		}
+		var fe *FileError
+		if !errors.As(err, &fe) || fe.File != fx7 || !errors.Is(err, ErrTruncated) || !Damaged(err) ||
+			!strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "before its format description event ends") {
+			t.Errorf("cut at %d: %v; want a damaged-file error naming %s and %q", c.cut, err, fx7, c.want)
+		}
+	}
+	// Another event first: damage too.
+	b := append([]byte(nil), full[:256]...)
+	b[4+4] = byte(0x04) // ROTATE_EVENT instead of FORMAT_DESCRIPTION_EVENT
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InspectFile(path); !errors.Is(err, ErrCorruptEvent) || !Damaged(err) || !strings.Contains(err.Error(), "want FORMAT_DESCRIPTION_EVENT") {
+		t.Errorf("a rotate event first: %v", err)
+	}
+}

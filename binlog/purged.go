@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"go.uber.org/zap"
 )
 
 // Policies for a resume position whose binlog was purged (Config.OnPurged).
@@ -18,9 +19,10 @@ const (
 )
 
 // ErrUnknownGTIDDomain reports a stored MariaDB GTID set naming a domain
-// the server's binlog has never had. MariaDB accepts such a position and
-// streams that server's own domains from their start, so it is refused
-// whatever source.on-purged says.
+// the server's GTID state and binlogs lack, and that was not deleted from
+// this server as far as can be told (DeletedDomains). MariaDB accepts such
+// a position and streams the server's domains the set lacks from their
+// start, so it is refused whatever source.on-purged says.
 // It wraps ErrStart, so it is fatal (IsFatal).
 var ErrUnknownGTIDDomain = fmt.Errorf("%w: GTID domain unknown to the server", ErrStart)
 
@@ -108,15 +110,45 @@ func (s *Server) CheckResume(p Position) (*Purged, error) {
 		if slave, err := s.queryString("SELECT @@gtid_slave_pos"); err == nil && slave != "" {
 			state += "," + slave
 		}
-		if unknown, err := UnknownDomains(p.GTIDSet, state); err != nil {
+		unknown, err := UnknownDomains(p.GTIDSet, state)
+		if err != nil {
 			return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
-		} else if len(unknown) > 0 {
-			return nil, unknownDomainError(p, unknown, state)
 		}
 		if oldest.GTIDSet, err = s.gtidSetAtStart(oldest.File); err != nil {
 			return nil, err
 		}
-		domains, lost, err := PurgedDomains(p.GTIDSet, oldest.GTIDSet)
+		// Domains deleted with FLUSH BINARY LOGS DELETE_DOMAIN_ID are in
+		// no GTID state, but the server had them: the stored set may name
+		// one (DeletedDomains), and the oldest binlog's Gtid_list may name
+		// one the stored set does not (DeletedBehind).
+		behind, err := UnknownDomains(oldest.GTIDSet, state+","+p.GTIDSet)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the oldest binlog's GTID list %q: %v", ErrStart, oldest.GTIDSet, err)
+		}
+		atStored := ""
+		if (len(unknown) > 0 || len(behind) > 0) && slices.ContainsFunc(files, func(f LogFile) bool { return f.Name == p.File }) {
+			if atStored, err = s.GTIDSetAt(Position{File: p.File, Pos: p.Pos}); err != nil {
+				return nil, err
+			}
+		}
+		if len(unknown) > 0 {
+			deleted, refused, err := DeletedDomains(p.GTIDSet, oldest.GTIDSet, atStored, unknown)
+			if err != nil {
+				return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
+			}
+			if len(refused) > 0 {
+				return nil, unknownDomainError(p, refused, state)
+			}
+			if len(deleted) > 0 {
+				s.log.Info("the stored GTID set names a domain deleted from the server (FLUSH BINARY LOGS DELETE_DOMAIN_ID) after the stored transaction: nothing of it is left to stream; resuming (it stays in the set, which MariaDB accepts)",
+					zap.Strings("deleted_domains", deleted), zap.String("gtid_set", p.GTIDSet), zap.String("gtid_binlog_state", state))
+			}
+		}
+		compare, err := withoutDomains(oldest.GTIDSet, DeletedBehind(behind, atStored))
+		if err != nil {
+			return nil, fmt.Errorf("%w: the oldest binlog's GTID list %q: %v", ErrStart, oldest.GTIDSet, err)
+		}
+		domains, lost, err := PurgedDomains(p.GTIDSet, compare)
 		if err != nil {
 			return nil, fmt.Errorf("%w: stored GTID set %q: %v", ErrStart, p.GTIDSet, err)
 		}
@@ -146,10 +178,115 @@ func unknownDomainError(p Position, unknown []uint32, state string) error {
 	for i, d := range unknown {
 		ds[i] = strconv.FormatUint(uint64(d), 10)
 	}
-	return fmt.Errorf("%w: the stored GTID set gtid:%s names %s %s, which the server's binlog has never had (@@gtid_binlog_state is %q): "+
-		"MariaDB would accept it and stream the server's own domains from their start. Is source.addr the right server, or was the set edited? "+
-		"Fix: cdc-outbox checkpoint set gtid:<set with the server's domains only> (or <file>:<pos>)",
-		ErrUnknownGTIDDomain, p.GTIDSet, plural(len(ds), "domain", "domains"), strings.Join(ds, ", "), state)
+	fix := "gtid:<the set without " + strings.Join(ds, ", ") + ">"
+	if without, err := withoutDomains(p.GTIDSet, unknown); err == nil && without != "" {
+		fix = "gtid:" + without
+	}
+	return fmt.Errorf("%w: the stored GTID set gtid:%s names %s %s, which the server's GTID state does not have (@@gtid_binlog_state is %q, @@gtid_slave_pos included) "+
+		"and which is not a domain deleted from it after the stored transaction (FLUSH BINARY LOGS DELETE_DOMAIN_ID, its last transaction in the oldest binlog's Gtid_list, or the checkpoint this server's position): "+
+		"another server at source.addr, an edited set, or a domain deleted whose binlogs were purged before this checkpoint. "+
+		"MariaDB would accept the set, streaming from their start the server's domains it lacks. Is source.addr the right server? "+
+		"If the domain was deleted: cdc-outbox checkpoint set %s (or <file>:<pos>)",
+		ErrUnknownGTIDDomain, p.GTIDSet, plural(len(ds), "domain", "domains"), strings.Join(ds, ", "), state, fix)
+}
+
+// withoutDomains returns the MariaDB GTID set set (one GTID per domain)
+// without the domains drop.
+func withoutDomains(set string, drop []uint32) (string, error) {
+	m, err := latestPerDomain(set)
+	if err != nil {
+		return "", err
+	}
+	for _, d := range drop {
+		delete(m, d)
+	}
+	ids := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(ids))
+	for i, d := range ids {
+		parts[i] = m[d].String()
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// DeletedBehind returns the domains of deleted (domains of the oldest
+// binlog's Gtid_list that neither the server's GTID state nor the stored
+// set has: deleted with FLUSH BINARY LOGS DELETE_DOMAIN_ID) that the
+// stored position is past: atStored, the server's GTID state at the
+// checkpoint's file:pos (BINLOG_GTID_POS; "" when unknown), does not name
+// them, so the position is in a binlog opened after the deletion and needs
+// nothing of them (MariaDB serves it from there): no purge. With atStored
+// unknown, none.
+func DeletedBehind(deleted []uint32, atStored string) []uint32 {
+	if atStored == "" {
+		return nil
+	}
+	here, err := latestPerDomain(atStored)
+	if err != nil {
+		return nil
+	}
+	var out []uint32
+	for _, d := range deleted {
+		if _, named := here[d]; !named {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// DeletedDomains decides the domains of a stored MariaDB GTID set that the
+// server's GTID state lacks (unknown: UnknownDomains). FLUSH BINARY LOGS
+// DELETE_DOMAIN_ID=(N) removes domain N from the state once no binlog
+// file holds its transactions; the Gtid_list of the files opened before
+// still names it, with its last sequence number. A domain is deleted,
+// with nothing after the stored transaction, when
+//   - the oldest binlog's Gtid_list (atOldest) names it at the stored
+//     sequence number (at a higher one, transactions of it were purged:
+//     PurgedDomains reports them, and it is in neither list returned; at
+//     a lower one, the set has transactions this server never had), or
+//   - no Gtid_list names it any more, and the stored set is this server's
+//     position otherwise: atStored, the server's GTID state at the
+//     checkpoint's file:pos (BINLOG_GTID_POS; "" when the file is not on
+//     the server), has exactly the stored set's other domains, at the
+//     same sequence numbers (a checkpoint written after the deletion).
+//
+// deleted describes those ("78 (stored seq 2, its last transaction)");
+// refused are the others, which the server never had as far as can
+// be told (ErrUnknownGTIDDomain).
+func DeletedDomains(stored, atOldest, atStored string, unknown []uint32) (deleted []string, refused []uint32, err error) {
+	st, err := latestPerDomain(stored)
+	if err != nil {
+		return nil, nil, err
+	}
+	old, err := latestPerDomain(atOldest)
+	if err != nil {
+		return nil, nil, err
+	}
+	here, err := latestPerDomain(atStored)
+	if err != nil {
+		return nil, nil, err
+	}
+	ours := atStored != "" && len(here) == len(st)-len(unknown)
+	for d, g := range st {
+		if slices.Contains(unknown, d) {
+			continue
+		}
+		if h, ok := here[d]; !ok || h.SequenceNumber != g.SequenceNumber {
+			ours = false
+		}
+	}
+	for _, d := range unknown {
+		s := st[d].SequenceNumber
+		switch o, listed := old[d]; {
+		case listed && s == o.SequenceNumber:
+			deleted = append(deleted, fmt.Sprintf("%d (stored seq %d, its last transaction)", d, s))
+		case listed && s < o.SequenceNumber: // transactions of it were purged
+		case ours:
+			deleted = append(deleted, fmt.Sprintf("%d (stored seq %d; no binlog names it any more)", d, s))
+		default:
+			refused = append(refused, d)
+		}
+	}
+	return deleted, refused, nil
 }
 
 // Skip returns where to resume from under policy (OnPurgedEarliest or
@@ -338,7 +475,11 @@ func PurgedDomains(stored, atOldest string) ([]string, int64, error) {
 			have = g.SequenceNumber
 		}
 		if have < o {
-			out = append(out, fmt.Sprintf("%d (stored seq %d, oldest binlog starts after seq %d)", d, have, o))
+			if _, named := st[d]; named {
+				out = append(out, fmt.Sprintf("%d (stored seq %d, oldest binlog starts after seq %d)", d, have, o))
+			} else {
+				out = append(out, fmt.Sprintf("%d (not in the stored set, oldest binlog starts after seq %d)", d, o))
+			}
 			lost += int64(o - have)
 		}
 	}

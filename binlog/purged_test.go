@@ -29,8 +29,71 @@ func TestUnknownDomains(t *testing.T) {
 	}
 	err := unknownDomainError(Position{GTIDSet: "0-1-5,9-1-3"}, []uint32{9}, "0-1-7")
 	if !errors.Is(err, ErrUnknownGTIDDomain) || !errors.Is(err, ErrStart) || !IsFatal(err) ||
-		!strings.Contains(err.Error(), "domain 9") || !strings.Contains(err.Error(), "checkpoint set") {
+		!strings.Contains(err.Error(), "domain 9") || !strings.Contains(err.Error(), "cdc-outbox checkpoint set gtid:0-1-5 (or") ||
+		!strings.Contains(err.Error(), "DELETE_DOMAIN_ID") || strings.Contains(err.Error(), "never had (") {
 		t.Fatalf("unknown domain error: %v", err)
+	}
+}
+
+// FLUSH BINARY LOGS DELETE_DOMAIN_ID=(N) removes N from the server's GTID
+// state once no binlog holds its transactions, while the Gtid_list of the
+// files opened before still names it (as the server showed: a state of
+// 0-1-6 after deleting 78, the oldest file's list 0-1-4,78-1-2). A stored
+// set naming N at its last transaction has nothing of N left to stream:
+// accepted; one naming it earlier lost transactions of N to a purge
+// (PurgedDomains says so, neither list here does), one naming it later
+// is another history; one naming a domain no list names is accepted only
+// when the checkpoint is this server's position otherwise (written after
+// the deletion).
+func TestDeletedDomains(t *testing.T) {
+	for _, c := range []struct {
+		name                       string
+		stored, atOldest, atStored string
+		unknown                    []uint32
+		deleted                    int
+		refused                    []uint32
+	}{
+		{"deleted at the stored transaction", "0-1-5,78-1-2", "0-1-4,78-1-2", "", []uint32{78}, 1, nil},
+		{"stored later than the deleted domain's last: another history", "0-1-5,78-1-3", "0-1-4,78-1-2", "", []uint32{78}, 0, []uint32{78}},
+		{"deleted after a purge of some of its transactions", "0-1-5,78-1-1", "0-1-4,78-1-2", "", []uint32{78}, 0, nil},
+		{"no list names it, the checkpoint is this server's position", "0-1-6,78-1-2", "0-1-6", "0-1-6", []uint32{78}, 1, nil},
+		{"no list names it, the checkpoint's file is not on the server", "0-1-6,78-1-2", "0-1-6", "", []uint32{78}, 0, []uint32{78}},
+		{"no list names it, another position", "0-1-6,78-1-2", "0-1-6", "0-1-5", []uint32{78}, 0, []uint32{78}},
+		{"no list names it, the server has a domain the set lacks", "0-1-6,78-1-2", "0-1-6", "0-1-6,3-1-1", []uint32{78}, 0, []uint32{78}},
+		{"an edited set: the server's position plus a domain it never had", "0-1-6,4711-1-5", "0-1-4", "", []uint32{4711}, 0, []uint32{4711}},
+		{"one deleted, one never had", "0-1-5,78-1-2,4711-1-5", "0-1-4,78-1-2", "", []uint32{78, 4711}, 1, []uint32{4711}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			deleted, refused, err := DeletedDomains(c.stored, c.atOldest, c.atStored, c.unknown)
+			if err != nil || len(deleted) != c.deleted || !reflect.DeepEqual(refused, c.refused) {
+				t.Fatalf("DeletedDomains = %v, %v, %v; want %d deleted, refused %v", deleted, refused, err, c.deleted, c.refused)
+			}
+			// What is neither deleted nor refused is a purge, reported as one.
+			if c.deleted == 0 && len(c.refused) == 0 {
+				if d, _, _ := PurgedDomains(c.stored, c.atOldest); len(d) != 1 || !strings.Contains(d[0], "stored seq") {
+					t.Fatalf("PurgedDomains = %v, want the domain's purge", d)
+				}
+			}
+		})
+	}
+	if d, _, _ := PurgedDomains("0-1-5", "0-1-4,78-1-2"); len(d) != 1 || d[0] != "78 (not in the stored set, oldest binlog starts after seq 2)" {
+		t.Fatalf("PurgedDomains of a domain the set does not name = %v", d)
+	}
+	// A deleted domain the stored set does not name (a start at the end,
+	// a set given without it): no purge when the position is in a file
+	// opened after the deletion.
+	for _, c := range []struct {
+		atStored string
+		want     []uint32
+	}{
+		{"0-1-8", []uint32{78}},        // past the deletion
+		{"0-1-5,78-1-2", nil},          // in a file opened before it
+		{"", nil},                      // the position's file is not on the server
+		{"0-1-8,77-1-1", []uint32{78}}, // another domain beside
+	} {
+		if got := DeletedBehind([]uint32{78}, c.atStored); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("DeletedBehind(78, %q) = %v, want %v", c.atStored, got, c.want)
+		}
 	}
 }
 

@@ -907,7 +907,7 @@ func classify(err error) error {
 
 // IsFatal reports whether err is one that a reconnect cannot fix.
 func IsFatal(err error) bool {
-	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) ||
+	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) || errors.Is(err, ErrOwnServerID) ||
 		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) || errors.Is(err, ErrCorruptEvent) ||
 		errors.Is(err, ErrTLS) || secure.IsTLSFailure(err) || errors.Is(err, mapping.ErrMapping)
 }

@@ -219,13 +219,32 @@ func (s *Server) checkPrivileges() []error {
 	return errs
 }
 
+// ownServerID fails with ErrOwnServerID when own, the source's
+// @@server_id, is cfg.ServerID or, under leases, one of the range
+// cfg.ServerIDFrom .. + ServerIDCount − 1 that the source's publishers
+// register with (any term may draw it); nil otherwise.
+func ownServerID(own uint32, cfg Config) error {
+	if cfg.ServerIDCount <= 1 {
+		if own == cfg.ServerID {
+			return fmt.Errorf("%w: source.server-id %d is the source's own @@server_id: choose another", ErrOwnServerID, cfg.ServerID)
+		}
+		return nil
+	}
+	from, to := uint64(cfg.ServerIDFrom), uint64(cfg.ServerIDFrom)+uint64(cfg.ServerIDCount)-1
+	if uint64(own) < from || uint64(own) > to {
+		return nil
+	}
+	return fmt.Errorf("%w: the source's own @@server_id %d is one of the server_ids %d–%d (source.server-id %d + lease token mod ha.server-ids %d) this source's publishers register as: set source.server-id so that the range excludes %d, or lower ha.server-ids",
+		ErrOwnServerID, own, from, to, cfg.ServerIDFrom, cfg.ServerIDCount, own)
+}
+
 // checkServerID fails when the source itself or a registered replica uses
 // the configured server_id. A registration left by a killed publisher goes
 // away once the server next writes to its dead socket, so a conflict is
 // re-checked for up to cfg.ServerIDWait before failing.
 func (s *Server) checkServerID(ctx context.Context) error {
-	if s.serverID == s.cfg.ServerID {
-		return fmt.Errorf("%w: source.server-id %d is the source's own @@server_id: choose another", ErrServerID, s.cfg.ServerID)
+	if err := ownServerID(s.serverID, s.cfg); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(s.cfg.ServerIDWait)
 	warned := false

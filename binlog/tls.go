@@ -48,6 +48,10 @@ const codeSecureTransportRequired = 3159
 // handshake (CA, expiry, host name, client certificate). IsFatal reports it.
 var ErrTLS = errors.New("binlog: TLS to the source")
 
+// sslKeys name the source's TLS settings in messages.
+var sslKeys = secure.Keys{CAFile: "source.ssl-ca", CertFile: "source.ssl-cert", KeyFile: "source.ssl-key",
+	ServerName: "source.ssl-server-name", Off: "source.ssl-mode: disabled"}
+
 func (c *Config) validateTLS(bad func(field, format string, a ...any), errs *[]error) {
 	switch c.SSLMode {
 	case "", SSLDisabled, SSLPreferred, SSLRequired, SSLVerifyCA, SSLVerifyIdentity: // "": preferred
@@ -67,7 +71,7 @@ func (c *Config) validateTLS(bad func(field, format string, a ...any), errs *[]e
 		bad("ssl-cert", "set with ssl-mode: disabled (no TLS): remove it or choose another ssl-mode")
 	}
 	if c.SSLMode != SSLDisabled {
-		if err := secure.CheckFiles(c.tlsOptions(), "source.ssl"); err != nil {
+		if err := secure.CheckFiles(c.tlsOptions(), sslKeys); err != nil {
 			*errs = append(*errs, err)
 		}
 	}
@@ -127,7 +131,7 @@ func (c Config) tlsFor(ctx context.Context) (*tls.Config, error) {
 			return nil, nil // plaintext; a server that is down fails the real connection
 		}
 	}
-	return secure.Client(c.tlsOptions(), "source.ssl")
+	return secure.Client(c.tlsOptions(), sslKeys)
 }
 
 // offersTLS reads the server's initial handshake packet and reports its
@@ -221,7 +225,7 @@ func (c Config) connectError(ctx context.Context, usedTLS bool, err error) error
 		return fmt.Errorf("%w: connect to %s: %v; the server requires TLS (require_secure_transport=ON): set source.ssl-mode: verify-identity (with source.ssl-ca) or required",
 			ErrTLS, c.Addr, err)
 	}
-	if fix := secure.Explain(err, "source.ssl"); fix != "" {
+	if fix := secure.Explain(err, sslKeys); fix != "" {
 		return fmt.Errorf("%w: connect to %s (source.ssl-mode %s): %v; %s", ErrTLS, c.Addr, c.SSLMode, err, fix)
 	}
 	if usedTLS && errors.Is(err, mysql.ErrBadConn) {
@@ -229,7 +233,7 @@ func (c Config) connectError(ctx context.Context, usedTLS bool, err error) error
 		// a client certificate the server rejects shows at that first
 		// read: repeat the handshake to get the error itself.
 		if herr := c.handshakeTLS(ctx); herr != nil {
-			if fix := secure.Explain(herr, "source.ssl"); fix != "" {
+			if fix := secure.Explain(herr, sslKeys); fix != "" {
 				return fmt.Errorf("%w: connect to %s (source.ssl-mode %s): %v; %s", ErrTLS, c.Addr, c.SSLMode, herr, fix)
 			}
 		}
@@ -271,7 +275,7 @@ func syncerConfig(ctx context.Context, cfg Config, flavor string) (replication.B
 // a handshake the server rejects, nil when it accepted (it then waits for
 // the login, which is not sent).
 func (c Config) handshakeTLS(ctx context.Context) error {
-	tc, err := secure.Client(c.tlsOptions(), "source.ssl")
+	tc, err := secure.Client(c.tlsOptions(), sslKeys)
 	if err != nil {
 		return err
 	}

@@ -162,14 +162,14 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 	aof, rdb, err := store.Persistence(ctx)
 	switch {
 	case err != nil:
-		r.fail("redis", "%s: %v: check checkpoint.addr, credentials and that Redis is up", cfg.Checkpoint.Addr, err)
+		r.fail("redis", "%s: %v: check %s, credentials and that Redis is up", cfg.Checkpoint.Where(), err, cfg.Checkpoint.AddrKey())
 		return
 	case !aof && !rdb:
-		r.fail("redis", "%s does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; set appendonly yes (CONFIG SET appendonly yes, and in redis.conf)", cfg.Checkpoint.Addr)
+		r.fail("redis", "%s does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; set appendonly yes (CONFIG SET appendonly yes, and in redis.conf)", cfg.Checkpoint.Where())
 	case !aof:
-		r.warn("redis", "%s reachable, persistent by RDB snapshots only (appendonly no): a Redis crash loses the checkpoint writes since the last snapshot; the publisher then resumes from an older position and publishes more duplicates (nothing is lost); set appendonly yes", cfg.Checkpoint.Addr)
+		r.warn("redis", "%s reachable, persistent by RDB snapshots only (appendonly no): a Redis crash loses the checkpoint writes since the last snapshot; the publisher then resumes from an older position and publishes more duplicates (nothing is lost); set appendonly yes", cfg.Checkpoint.Where())
 	default:
-		r.ok("redis", "%s reachable and persistent (appendonly yes)", cfg.Checkpoint.Addr)
+		r.ok("redis", "%s reachable and persistent (appendonly yes)", cfg.Checkpoint.Where())
 	}
 	switch state, err := store.TLSState(ctx); {
 	case err != nil:
@@ -229,10 +229,10 @@ func checkEviction(ctx context.Context, cfg config.Config, store *checkpoint.Sto
 		return
 	}
 	if risk := checkpoint.EvictionRisk(policy, max, ttl); risk != "" {
-		r.fail("redis", "%s: %s", cfg.Checkpoint.Addr, risk)
+		r.fail("redis", "%s: %s", cfg.Checkpoint.Where(), risk)
 		return
 	}
-	r.ok("redis", "%s: maxmemory-policy %s does not evict the checkpoint", cfg.Checkpoint.Addr, policy)
+	r.ok("redis", "%s: maxmemory-policy %s does not evict the checkpoint", cfg.Checkpoint.Where(), policy)
 }
 
 // checkTopics checks the target topics and the dead-letter topic; it

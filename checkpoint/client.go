@@ -52,7 +52,9 @@ func (c *Config) validateClient(errs *[]error) {
 	case c.SentinelMaster != "" && c.Cluster:
 		*errs = append(*errs, errors.New("checkpoint.cluster: not with checkpoint.sentinel-master: choose Sentinel or Cluster"))
 	case c.SentinelMaster != "" && len(c.Addrs) == 0:
-		*errs = append(*errs, errors.New("checkpoint.addrs: required with sentinel-master: the Sentinels' host:port"))
+		*errs = append(*errs, errors.New("checkpoint.addrs: required with checkpoint.sentinel-master: the Sentinels' host:port"))
+	case len(c.Addrs) > 0 && c.SentinelMaster == "" && !c.Cluster:
+		*errs = append(*errs, fmt.Errorf("checkpoint.addrs: %v: only used with checkpoint.sentinel-master (the Sentinels) or checkpoint.cluster: true (seed nodes): set one of them, or give the one Redis server as checkpoint.addr", c.Addrs))
 	case c.Cluster && c.DB != 0:
 		*errs = append(*errs, fmt.Errorf("checkpoint.db: %d: Redis Cluster has only database 0", c.DB))
 	}
@@ -65,6 +67,28 @@ func (c Config) addrs() []string {
 		return c.Addrs
 	}
 	return []string{c.Addr}
+}
+
+// Where names the Redis the client reaches, for messages and logs: Addr,
+// or "Sentinel master NAME via ADDRS", or "Redis Cluster ADDRS" (Addrs, or
+// Addr as the only seed).
+func (c Config) Where() string {
+	switch {
+	case c.SentinelMaster != "":
+		return fmt.Sprintf("Sentinel master %s via %s", c.SentinelMaster, strings.Join(c.addrs(), ","))
+	case c.Cluster:
+		return "Redis Cluster " + strings.Join(c.addrs(), ",")
+	}
+	return c.Addr
+}
+
+// AddrKey names the setting holding the addresses the client connects to:
+// checkpoint.addrs when set (Sentinels, Cluster seeds), else checkpoint.addr.
+func (c Config) AddrKey() string {
+	if len(c.Addrs) > 0 {
+		return "checkpoint.addrs"
+	}
+	return "checkpoint.addr"
 }
 
 // newClient returns the Redis client of a validated Config: a Sentinel
@@ -110,7 +134,7 @@ func newClient(cfg Config) redis.UniversalClient {
 // and plaintext ports apart when the connection was dropped), otherwise
 // err as it is.
 func (s *Store) explain(ctx context.Context, err error) error {
-	addr := strings.Join(s.cfg.addrs(), ",")
+	addr := s.cfg.Where()
 	switch {
 	case err == nil:
 		return nil
@@ -121,7 +145,7 @@ func (s *Store) explain(ctx context.Context, err error) error {
 	case errors.Is(err, ErrTLS):
 		return err
 	}
-	if fix := secure.Explain(err, "checkpoint.tls"); fix != "" {
+	if fix := secure.Explain(err, secure.Section("checkpoint.tls")); fix != "" {
 		return fmt.Errorf("%w: %s: %v; %s", ErrTLS, addr, err, fix)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {

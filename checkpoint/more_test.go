@@ -170,7 +170,8 @@ func TestValidateClient(t *testing.T) {
 		{Config{PasswordFile: "/nonexistent/redis-password"}, "checkpoint.password-file"},
 		{Config{Addrs: []string{"nope"}}, "checkpoint.addrs: \"nope\""},
 		{Config{SentinelMaster: "m", Cluster: true}, "choose Sentinel or Cluster"},
-		{Config{SentinelMaster: "m"}, "checkpoint.addrs: required with sentinel-master"},
+		{Config{SentinelMaster: "m"}, "checkpoint.addrs: required with checkpoint.sentinel-master"},
+		{Config{Addrs: []string{"r1:6379", "r2:6379"}}, "checkpoint.addrs: [r1:6379 r2:6379]: only used with checkpoint.sentinel-master (the Sentinels) or checkpoint.cluster: true"},
 		{Config{Cluster: true, DB: 2}, "only database 0"},
 	} {
 		var errs []error
@@ -265,3 +266,29 @@ func TestNewClientKinds(t *testing.T) {
 }
 
 func writeSecret(path, v string) error { return os.WriteFile(path, []byte(v), 0o600) }
+
+// Messages and logs name the Redis the client reaches: with Sentinel or
+// Cluster, not checkpoint.addr's default (which is not used then).
+func TestWhere(t *testing.T) {
+	for _, c := range []struct {
+		cfg       Config
+		want, key string
+	}{
+		{DefaultConfig(), "127.0.0.1:6379", "checkpoint.addr"},
+		{Config{Addr: "127.0.0.1:6379", SentinelMaster: "m", Addrs: []string{"s1:26379", "s2:26379"}}, "Sentinel master m via s1:26379,s2:26379", "checkpoint.addrs"},
+		{Config{Addr: "127.0.0.1:6379", Cluster: true, Addrs: []string{"n1:7000", "n2:7000"}}, "Redis Cluster n1:7000,n2:7000", "checkpoint.addrs"},
+		{Config{Addr: "n1:7000", Cluster: true}, "Redis Cluster n1:7000", "checkpoint.addr"},
+	} {
+		if got := c.cfg.Where(); got != c.want {
+			t.Errorf("Where() = %q, want %q", got, c.want)
+		}
+		if got := c.cfg.AddrKey(); got != c.key {
+			t.Errorf("AddrKey() = %q, want %q", got, c.key)
+		}
+	}
+	s := NewStore(Config{Addr: "127.0.0.1:6379", SentinelMaster: "m", Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second, Key: "k"})
+	defer s.Close()
+	if err := s.fail("write k", errors.New("boom")); strings.Contains(err.Error(), "6379") || !strings.Contains(err.Error(), "Sentinel master m via 127.0.0.1:1") {
+		t.Errorf("fail() = %v, want the Sentinels named, not checkpoint.addr", err)
+	}
+}

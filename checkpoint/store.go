@@ -166,7 +166,7 @@ func (s *Store) Load(ctx context.Context) (*Checkpoint, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: GET %s from %s: %w", s.key, s.cfg.Addr, s.explain(ctx, err))
+		return nil, fmt.Errorf("checkpoint: GET %s from %s: %w", s.key, s.cfg.Where(), s.explain(ctx, err))
 	}
 	return Parse(s.key, b)
 }
@@ -235,7 +235,7 @@ func (s *Store) Save(ctx context.Context, c Checkpoint, o WriteOptions) error {
 		pos, _ := strconv.ParseUint(res[2], 10, 32)
 		return &BackwardsError{Key: s.key, Stored: binlog.Position{File: res[1], Pos: uint32(pos)}, Refused: c.Position()}
 	}
-	return fmt.Errorf("checkpoint: write %s on %s: unexpected script reply %q", s.key, s.cfg.Addr, res)
+	return fmt.Errorf("checkpoint: write %s on %s: unexpected script reply %q", s.key, s.cfg.Where(), res)
 }
 
 // Client returns the Redis client (package ha keeps the lease with it).
@@ -291,7 +291,7 @@ func EvictionRisk(policy string, maxmemory int64, ttl time.Duration) string {
 func (s *Store) Delete(ctx context.Context) (bool, error) {
 	n, err := s.rdb.Del(ctx, s.key).Result()
 	if err != nil {
-		return false, fmt.Errorf("checkpoint: DEL %s on %s: %w", s.key, s.cfg.Addr, s.explain(ctx, err))
+		return false, fmt.Errorf("checkpoint: DEL %s on %s: %w", s.key, s.cfg.Where(), s.explain(ctx, err))
 	}
 	return n > 0, nil
 }
@@ -347,5 +347,5 @@ func (c Config) Redacted() Config {
 // fail wraps a Redis error of op, naming the key and the address, with
 // the fix for a login or TLS problem (explain: ErrAuth, ErrTLS).
 func (s *Store) fail(op string, err error) error {
-	return fmt.Errorf("checkpoint: %s on %s: %w", op, s.cfg.Addr, s.explain(context.Background(), err))
+	return fmt.Errorf("checkpoint: %s on %s: %w", op, s.cfg.Where(), s.explain(context.Background(), err))
 }

@@ -64,6 +64,10 @@ type Config struct {
 	// 1073741824 (1 GiB). Ignored when GOGC or GOMEMLIMIT is set in the
 	// environment.
 	GCHeadroom int64 `yaml:"gc-headroom" env:"GC_HEADROOM"`
+
+	// tableBeside: the source sections ("source", "sources[1].source")
+	// that give source.table beside source.tables (found by Load).
+	tableBeside []string
 }
 
 func Default() Config {
@@ -86,6 +90,7 @@ func Default() Config {
 // errors), then CDC_OUTBOX_* environment variables.
 func Load(path string) (Config, error) {
 	cfg := Default()
+	var doc yaml.Node
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -94,16 +99,41 @@ func Load(path string) (Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF(err)) {
-			return cfg, fmt.Errorf("config %s: %w", path, explainYAML(err, b))
+			return cfg, fmt.Errorf("config %s: %w", path, explainYAML(err, b, yamlDoc{t: reflect.TypeFor[Config](), label: "the top level"}))
 		}
+		_ = yaml.Unmarshal(b, &doc) // decoded above
 	}
 	if err := applyEnv(&cfg, os.Environ()); err != nil {
 		return cfg, fmt.Errorf("config: environment: %w", err)
+	}
+	// source.table has a default: only the file or the environment tell
+	// whether it was given beside source.tables (Validate refuses that).
+	if len(cfg.Source.Tables) > 0 && (hasKey(&doc, "source", "table") || os.Getenv(EnvPrefix+"SOURCE_TABLE") != "") {
+		cfg.tableBeside = append(cfg.tableBeside, "source")
 	}
 	if err := cfg.resolveSources(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// hasKey reports whether the YAML document or mapping n has the key path.
+func hasKey(n *yaml.Node, path ...string) bool {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if len(path) == 0 {
+		return true
+	}
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == path[0] {
+			return hasKey(n.Content[i+1], path[1:]...)
+		}
+	}
+	return false
 }
 
 // applyEnv applies the CDC_OUTBOX_* variables of environ (KEY=value) to
@@ -315,7 +345,8 @@ func flatten(err error) []error {
 // batch-sise not found in type sink.Config"), in the file's terms: the key
 // path, the keys that section has, and that a duration needs a unit. All
 // the errors of the file are kept (yaml.v3 reports every one at once).
-func explainYAML(err error, data []byte) error {
+// data was decoded into doc.t.
+func explainYAML(err error, data []byte, doc yamlDoc) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return err
@@ -323,7 +354,7 @@ func explainYAML(err error, data []byte) error {
 	keys := keyLines(data)
 	lineOf := regexp.MustCompile(`^line (\d+): cannot unmarshal`)
 	type section struct {
-		path string // "kafka." ("" at the top level)
+		path string // "kafka." ("" at the root)
 		t    reflect.Type
 	}
 	sections := map[string]section{} // by Go type name
@@ -337,12 +368,15 @@ func explainYAML(err error, data []byte) error {
 			}
 		}
 	}
-	walk(reflect.TypeFor[Config](), "")
+	walk(doc.t, doc.path)
 	unknown := regexp.MustCompile(`^(line \d+): field (\S+) not found in type (\S+)$`)
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
 		if lm := lineOf.FindStringSubmatch(m); lm != nil && keys[lm[1]] != "" {
-			m += " (key " + keys[lm[1]] + ")"
+			m += " (key " + doc.path + keys[lm[1]] + ")"
+		}
+		if n, err := strconv.Atoi(strings.TrimPrefix(strings.SplitN(m, ":", 2)[0], "line ")); err == nil && doc.lines[n] != 0 {
+			m = fmt.Sprintf("line %d%s", doc.lines[n], m[len("line "+strconv.Itoa(n)):])
 		}
 		sm := unknown.FindStringSubmatch(m)
 		sec, ok := section{}, false
@@ -352,7 +386,7 @@ func explainYAML(err error, data []byte) error {
 		switch {
 		case ok:
 			msgs[i] = fmt.Sprintf("%s: %s%s: unknown key; %s has: %s", sm[1], sec.path, sm[2],
-				cmp.Or(strings.TrimSuffix(sec.path, "."), "the top level"), strings.Join(yamlKeys(sec.t), ", "))
+				cmp.Or(strings.TrimSuffix(sec.path, "."), doc.label), strings.Join(yamlKeys(sec.t), ", "))
 		case strings.Contains(m, "into time.Duration"):
 			msgs[i] = m + " (a duration needs a unit, e.g. 30s, 500ms or 2m)"
 		default:
@@ -360,6 +394,17 @@ func explainYAML(err error, data []byte) error {
 		}
 	}
 	return errors.New(strings.Join(msgs, "\n"))
+}
+
+// yamlDoc is what explainYAML needs of the YAML it explains: the type it
+// was decoded into, the key path of its root ("" for the file,
+// "sources[1]." for an entry) and its name in messages ("the top level",
+// "sources[1]"); lines maps its line numbers to the file's when it is a
+// re-rendered part of the file (nil: the same).
+type yamlDoc struct {
+	t           reflect.Type
+	path, label string
+	lines       map[int]int
 }
 
 // keyLines maps each line of a YAML document holding a value to that
@@ -425,6 +470,9 @@ func (c *Config) Validate() error {
 		if c.Kafka.DeadLetterTopic != "" && c.Kafka.DeadLetterTopic == c.Router.Topic {
 			errs = append(errs, fmt.Errorf("kafka.dead-letter-topic: %q: must differ from router.topic", c.Kafka.DeadLetterTopic))
 		}
+	}
+	for _, sec := range c.tableBeside {
+		errs = append(errs, fmt.Errorf("%s.table: not read when %s.tables is set (the tables listed there are the source's outbox tables): remove it, or list it in %s.tables as {table: ...}", sec, sec, sec))
 	}
 	errs = append(errs, c.Log.Validate(), c.HA.Validate())
 	if c.ShutdownTimeout <= 0 {

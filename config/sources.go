@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -60,6 +61,31 @@ func (s *SourceConfig) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// sourceEntry is SourceConfig without its UnmarshalYAML, to decode an
+// entry's sections.
+type sourceEntry SourceConfig
+
+// renderedLines maps the line numbers of data, node n rendered alone
+// (yaml.Marshal), to n's lines in the file, by walking both trees.
+func renderedLines(n *yaml.Node, data []byte) map[int]int {
+	out := map[int]int{}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) != 1 {
+		return out
+	}
+	var walk func(r, o *yaml.Node)
+	walk = func(r, o *yaml.Node) {
+		if _, seen := out[r.Line]; !seen {
+			out[r.Line] = o.Line
+		}
+		for i := 0; i < len(r.Content) && i < len(o.Content); i++ {
+			walk(r.Content[i], o.Content[i])
+		}
+	}
+	walk(doc.Content[0], n)
+	return out
+}
+
 // resolveSources decodes each entry over a copy of the top-level
 // sections (unknown keys are errors, named with the entry's index).
 func (c *Config) resolveSources() error {
@@ -72,16 +98,19 @@ func (c *Config) resolveSources() error {
 		e := SourceConfig{Source: c.Source, Router: c.Router, Kafka: c.Kafka, Checkpoint: c.Checkpoint}
 		b, err := yaml.Marshal(n)
 		if err == nil {
-			type plain SourceConfig // without UnmarshalYAML
 			dec := yaml.NewDecoder(bytes.NewReader(b))
 			dec.KnownFields(true)
-			p := plain(e)
+			p := sourceEntry(e)
 			err = dec.Decode(&p)
 			e = SourceConfig(p)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("sources[%d] (line %d): %w", i, n.Line, explainYAML(err, b)))
+			errs = append(errs, fmt.Errorf("sources[%d] (line %d): %w", i, n.Line,
+				explainYAML(err, b, yamlDoc{t: reflect.TypeFor[sourceEntry](), path: fmt.Sprintf("sources[%d].", i), label: fmt.Sprintf("sources[%d]", i), lines: renderedLines(n, b)})))
 			continue
+		}
+		if len(e.Source.Tables) > 0 && hasKey(n, "source", "table") {
+			c.tableBeside = append(c.tableBeside, fmt.Sprintf("sources[%d].source", i))
 		}
 		e.node = nil
 		c.Sources[i] = e
@@ -105,7 +134,7 @@ func (c Config) Pipelines() []Named {
 	out := make([]Named, len(c.Sources))
 	for i, s := range c.Sources {
 		one := c
-		one.Sources = nil
+		one.Sources, one.tableBeside = nil, nil
 		one.Source, one.Router, one.Kafka, one.Checkpoint = s.Source, s.Router, s.Kafka, s.Checkpoint
 		out[i] = Named{Name: s.Name, Config: one}
 	}

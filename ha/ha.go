@@ -211,7 +211,7 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 			// A replica that is not this source's publisher (a database
 			// replica, another tool) registered with this term's id: the
 			// next term's token gives the next id of the range.
-			log.Warn("the term's server_id is taken on the source (by another replica, a registration that outlived source.server-id-wait, or the source's own @@server_id): the next lease term registers with the next one",
+			log.Warn("the term's server_id is taken on the source (by another replica, or a registration that outlived source.server-id-wait): the next lease term registers with the next one",
 				zap.Uint64("token", l.Token()), zap.Uint32("server_id", id), zap.Int("ids_taken", len(taken)), zap.Int("server_ids", n), zap.Error(err))
 		case len(taken) > 0:
 			err = fmt.Errorf("%w (every server_id from source.server-id %d to %d was found taken, in lease terms in a row: set source.server-id so that the %d ids from it are free of other replicas and the source's @@server_id, see SHOW SLAVE HOSTS / SHOW REPLICAS)",
@@ -354,6 +354,7 @@ func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, p con
 func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Named, l *lease.Lease, sent time.Time, log *zap.Logger) error {
 	cfg := p.Config
 	cfg.Source.ServerID = lease.ServerID(p.Config.Source.ServerID, l.Token(), s.cfg.HA.ServerIDs)
+	cfg.Source.ServerIDFrom, cfg.Source.ServerIDCount = p.Config.Source.ServerID, s.cfg.HA.ServerIDs // the range is checked at start
 	log.Info("lease acquired: publishing the source", zap.Uint64("token", l.Token()), zap.Uint32("server_id", cfg.Source.ServerID))
 	opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
 	opts.Fence = l

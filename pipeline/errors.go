@@ -97,8 +97,8 @@ func ReachHint(err error, cfg config.Config) string {
 	switch {
 	case is(cfg.Kafka.Brokers...):
 		return fmt.Sprintf("cannot reach Kafka at %s: is the broker up, and kafka.brokers right?", target)
-	case is(cfg.Checkpoint.Addr):
-		return fmt.Sprintf("cannot reach Redis at %s: is it up, and checkpoint.addr right?", target)
+	case is(append([]string{cfg.Checkpoint.Addr}, cfg.Checkpoint.Addrs...)...):
+		return fmt.Sprintf("cannot reach Redis at %s: is it up, and %s right?", target, cfg.Checkpoint.AddrKey())
 	case errors.As(err, &we) || errors.As(err, &me):
 		return fmt.Sprintf("cannot reach %s, a broker address the Kafka cluster advertises (advertised.listeners), not one of kafka.brokers: this host must resolve and reach it", target)
 	}

@@ -193,7 +193,7 @@ func (p *Publisher) run(ctx context.Context) error {
 		zap.String("addr", src.Addr), zap.String("user", src.User), zap.Uint32("server_id", src.ServerID),
 		zap.String("table", src.Schema+"."+src.Table), zap.String("position_mode", src.PositionMode), zap.String("start", src.Start),
 		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
-		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Addr),
+		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Where()),
 		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover))
 	// security.go, tls.go, client.go: what protects each connection.
 	p.log.Info("security", zap.String("source_ssl_mode", cmp.Or(src.SSLMode, binlog.SSLPreferred)),
@@ -310,7 +310,7 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 		if policy, max, err := p.store.MaxMemoryPolicy(ctx); err == nil {
 			if ttl, err := p.store.TTL(ctx); err == nil {
 				if risk := checkpoint.EvictionRisk(policy, max, ttl); risk != "" {
-					p.log.Error("Redis may evict the checkpoint: "+risk, zap.String("key", p.store.Key()), zap.String("redis", p.cfg.Checkpoint.Addr))
+					p.log.Error("Redis may evict the checkpoint: "+risk, zap.String("key", p.store.Key()), zap.String("redis", p.cfg.Checkpoint.Where()))
 				}
 			}
 		}
@@ -587,7 +587,7 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 	if err := cpw.Write(ctx, from); err != nil {
 		return binlog.Position{}, err
 	}
-	p.log.Info("no checkpoint; starting from the configured start (stored as the first checkpoint)", zap.String("key", p.store.Key()),
+	p.log.Info(startedMsg(d, f.Start), zap.String("key", p.store.Key()),
 		zap.String("start", d.Start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
 	return from, nil
 }

@@ -223,6 +223,11 @@ func TestDecideExactlyOnce(t *testing.T) {
 			if c.noteHas != "" && !slices.ContainsFunc(d.Notes, func(n Note) bool { return strings.Contains(n.Msg, c.noteHas) }) {
 				t.Fatalf("notes %+v, want one containing %q", d.Notes, c.noteHas)
 			}
+			// The start's Info line names the configured start only when
+			// the run starts there (not at the last committed transaction).
+			if msg := startedMsg(d, c.f.Start); c.action == StartAt && strings.Contains(msg, "configured start") != (c.start == c.f.Start) {
+				t.Fatalf("start line %q for a start at %s (configured %s)", msg, d.Start, c.f.Start)
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -176,6 +177,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TransactionInterval < 0 || c.TransactionInterval > TransactionTimeout/2 {
 		bad("transaction-interval", "%s: want 0 (a transaction per round) to %s (the transaction timeout is %s)", c.TransactionInterval, TransactionTimeout/2, TransactionTimeout)
+	}
+	if c.TransactionalID != "" && c.Delivery != DeliveryExactlyOnce {
+		bad("transactional-id", "%q: only used with kafka.delivery: exactly-once (delivery is %s): remove it, or set kafka.delivery: exactly-once", c.TransactionalID, cmp.Or(c.Delivery, DeliveryAtLeastOnce))
 	}
 	if len(c.TransactionalID) > 249 || strings.ContainsAny(c.TransactionalID, "\x00\n") {
 		bad("transactional-id", "%q: want at most 249 characters, no NUL or newline", c.TransactionalID)

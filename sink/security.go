@@ -294,7 +294,7 @@ func (s *Security) dial(ctx context.Context, network, addr string) (net.Conn, er
 
 // handshakeError explains a failed TLS handshake with addr.
 func (s *Security) handshakeError(ctx context.Context, addr string, err error) error {
-	if fix := secure.Explain(err, "kafka.tls"); fix != "" {
+	if fix := secure.Explain(err, secure.Section("kafka.tls")); fix != "" {
 		return &SecurityError{Broker: addr, Setting: "kafka.tls", Fix: fix, Err: err}
 	}
 	// A plaintext Kafka listener reads the ClientHello as a request of
@@ -350,7 +350,7 @@ func (s *Security) explain(ctx context.Context, addr string, err error) error {
 	}
 	// TLS 1.3: a client certificate the server rejects is reported after
 	// the client's side of the handshake, at the first read.
-	if fix := secure.Explain(err, "kafka.tls"); fix != "" {
+	if fix := secure.Explain(err, secure.Section("kafka.tls")); fix != "" {
 		return &SecurityError{Broker: addr, Setting: "kafka.tls", Fix: fix, Err: err}
 	}
 	var ke kafka.Error

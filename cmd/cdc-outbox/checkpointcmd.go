@@ -78,9 +78,9 @@ partition counts stored with it. Exit status 0 also when there is none;
 			}
 			cp := st.Redis
 			if cp == nil {
-				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s)\n", st.Key, cfg.Checkpoint.Addr)
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s)\n", st.Key, cfg.Checkpoint.Where())
 			} else {
-				fmt.Fprintf(out, "checkpoint %s (%s)\n", st.Key, cfg.Checkpoint.Addr)
+				fmt.Fprintf(out, "checkpoint %s (%s)\n", st.Key, cfg.Checkpoint.Where())
 				status.WriteCheckpoint(out, "  ", cp, now)
 			}
 			switch {
@@ -217,7 +217,7 @@ func checkpointSet(ctx context.Context, cfg config.Config, st binlog.Start, forc
 		return err
 	}
 	now := time.Now()
-	fmt.Fprintf(out, "checkpoint %s (%s)\n", res.Key, cfg.Checkpoint.Addr)
+	fmt.Fprintf(out, "checkpoint %s (%s)\n", res.Key, cfg.Checkpoint.Where())
 	switch {
 	case res.Corrupt:
 		fmt.Fprintln(out, "old: (corrupt value, overwritten)")
@@ -261,15 +261,15 @@ A running publisher writes the key again at its next write: stop it first.`,
 			}
 			switch {
 			case st.RedisCorrupt != nil:
-				fmt.Fprintf(out, "checkpoint %s (%s): %v\n", st.Key, cfg.Checkpoint.Addr, st.RedisCorrupt)
+				fmt.Fprintf(out, "checkpoint %s (%s): %v\n", st.Key, cfg.Checkpoint.Where(), st.RedisCorrupt)
 			case st.Redis == nil && st.Mirror == nil:
-				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s) and no copy in the mirror: nothing to reset\n", st.Key, cfg.Checkpoint.Addr)
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s) and no copy in the mirror: nothing to reset\n", st.Key, cfg.Checkpoint.Where())
 				return nil
 			case st.Redis == nil:
-				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s); its copy in %s:\n", st.Key, cfg.Checkpoint.Addr, st.MirrorTopic)
+				fmt.Fprintf(out, "no checkpoint under Redis key %s (%s); its copy in %s:\n", st.Key, cfg.Checkpoint.Where(), st.MirrorTopic)
 				status.WriteCheckpoint(out, "  ", st.Mirror, time.Now())
 			default:
-				fmt.Fprintf(out, "checkpoint %s (%s)\n", st.Key, cfg.Checkpoint.Addr)
+				fmt.Fprintf(out, "checkpoint %s (%s)\n", st.Key, cfg.Checkpoint.Where())
 				status.WriteCheckpoint(out, "  ", st.Redis, time.Now())
 			}
 			if !yes {

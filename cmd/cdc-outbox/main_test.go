@@ -31,6 +31,33 @@ func writeConfig(t *testing.T, text string) string {
 	return p
 }
 
+// executeCaptured runs execute(args) with *stream (&os.Stdout or
+// &os.Stderr) redirected to a file, and returns the exit code and what was
+// written there; the test fails when execute does not return within
+// timeout.
+func executeCaptured(t *testing.T, stream **os.File, args []string, timeout time.Duration) (int, string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "captured"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := *stream
+	*stream = f
+	done := make(chan int, 1)
+	go func() { done <- execute(args) }()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(timeout):
+		*stream = saved
+		t.Fatalf("execute(%v) did not return within %s", args, timeout)
+	}
+	*stream = saved
+	f.Close()
+	out, _ := os.ReadFile(f.Name())
+	return code, string(out)
+}
+
 // execute validates before connecting anywhere: a bad configuration exits 2
 // with the problem on stderr.
 func TestExecuteInvalidConfig(t *testing.T) {
@@ -60,30 +87,13 @@ func TestExecuteInvalidConfig(t *testing.T) {
 					args[i] = filepath.Join(dir, "missing.yaml")
 				}
 			}
-			errFile, err := os.Create(filepath.Join(dir, "stderr"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			stderr := os.Stderr
-			os.Stderr = errFile
 			// If validation ever let the configuration through, execute would
 			// try to connect and retry forever: fail instead of hanging.
-			done := make(chan int, 1)
-			go func() { done <- execute(args) }()
-			var code int
-			select {
-			case code = <-done:
-			case <-time.After(10 * time.Second):
-				os.Stderr = stderr
-				t.Fatalf("execute(%v) did not return: the configuration was not rejected", args)
-			}
-			os.Stderr = stderr
-			errFile.Close()
-			out, _ := os.ReadFile(errFile.Name())
+			code, out := executeCaptured(t, &os.Stderr, args, 10*time.Second)
 			if code != 2 {
 				t.Errorf("execute(%v) = %d, want 2", args, code)
 			}
-			if !strings.Contains(string(out), c.stderr) {
+			if !strings.Contains(out, c.stderr) {
 				t.Errorf("stderr = %q, want it to contain %q", out, c.stderr)
 			}
 		})
@@ -123,34 +133,10 @@ sources:
 		{[]string{"run", "--source", "shard9", "--backfill"}, `--source "shard9": no such source`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			code, stderr := executeCaptured(t, append(c.args, "--config", p))
+			code, stderr := executeCaptured(t, &os.Stderr, append(c.args, "--config", p), 10*time.Second)
 			if code != 2 || !strings.Contains(stderr, c.stderr) {
 				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, c.stderr)
 			}
 		})
-	}
-}
-
-// executeCaptured runs execute(args) with stderr captured; it fails the
-// test if execute does not return (a refusal that did not happen).
-func executeCaptured(t *testing.T, args []string) (int, string) {
-	t.Helper()
-	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := os.Stderr
-	os.Stderr = errFile
-	defer func() { os.Stderr = stderr }()
-	done := make(chan int, 1)
-	go func() { done <- execute(args) }()
-	select {
-	case code := <-done:
-		errFile.Close()
-		out, _ := os.ReadFile(errFile.Name())
-		return code, string(out)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("execute(%v) did not return", args)
-		return 0, ""
 	}
 }

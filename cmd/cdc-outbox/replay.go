@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/internal/progress"
@@ -64,9 +65,10 @@ summary (counts per topic, first and last position, transactions) to stdout.
 --dry-run reads the range and prints the summary, publishing nothing.
 
 Exit status: 0 done; 1 failed (write error, poison record under
-kafka.on-poison: fail, lost connection, interrupted): the output names the
-last acknowledged position to resume from with --from; 2 usage, invalid
-range or connection error before anything was published.`,
+kafka.on-poison: fail, lost connection, interrupted, a damaged binlog
+file): the output names the last acknowledged position to resume from with
+--from; 2 usage, invalid range or connection error before anything was
+published.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			scope := config.ScopeOps
@@ -134,6 +136,11 @@ range or connection error before anything was published.`,
 // summary.
 func runReplay(ctx context.Context, cfg config.Config, o replay.Options, every time.Duration, out, errOut io.Writer, log *zap.Logger) error {
 	plan, err := replay.NewPlan(ctx, cfg, o, log)
+	if binlog.Damaged(err) {
+		// Damage is exit 1 whether it is met planning or reading.
+		fmt.Fprintf(out, "result: FAILED: %v\nnothing was published\n", err)
+		return exitError{code: 1}
+	}
 	if err != nil {
 		return err
 	}

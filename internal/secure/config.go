@@ -47,7 +47,7 @@ func (t TLS) Validate(prefix string) error {
 	if t.InsecureSkipVerify && t.CAFile != "" {
 		errs = append(errs, fmt.Errorf("%s.insecure-skip-verify: true makes %s.ca-file unused: remove one", prefix, prefix))
 	}
-	if err := CheckFiles(t.Options(), prefix); err != nil {
+	if err := CheckFiles(t.Options(), Section(prefix)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -58,7 +58,7 @@ func (t TLS) Client(prefix string) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
-	return Client(t.Options(), prefix)
+	return Client(t.Options(), Section(prefix))
 }
 
 // Verify is how much t verifies.

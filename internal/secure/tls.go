@@ -39,19 +39,34 @@ type Options struct {
 	Verify     Verify
 }
 
+// Keys are the names of one TLS client's settings, as the configuration
+// spells them, for the messages of Client and Explain.
+type Keys struct {
+	CAFile, CertFile, KeyFile, ServerName string
+	// Off is the setting that turns TLS off ("kafka.tls.enabled: false").
+	Off string
+}
+
+// Section returns the Keys of a tls section (TLS) at prefix, e.g.
+// "kafka.tls": kafka.tls.ca-file, kafka.tls.cert-file, ...
+func Section(prefix string) Keys {
+	return Keys{CAFile: prefix + ".ca-file", CertFile: prefix + ".cert-file", KeyFile: prefix + ".key-file",
+		ServerName: prefix + ".server-name", Off: prefix + ".enabled: false"}
+}
+
 // Client returns a *tls.Config for opts (TLS 1.2 or later). Files that
-// cannot be read or parsed give an error naming the file; prefix names
-// the settings in it (e.g. "kafka.tls").
-func Client(opts Options, prefix string) (*tls.Config, error) {
+// cannot be read or parsed give an error naming the file and its setting
+// (keys).
+func Client(opts Options, keys Keys) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: opts.ServerName}
 	if opts.CAFile != "" {
 		pem, err := os.ReadFile(opts.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("%s.ca-file: %w", prefix, err)
+			return nil, fmt.Errorf("%s: %w", keys.CAFile, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s.ca-file: %s holds no PEM certificate", prefix, opts.CAFile)
+			return nil, fmt.Errorf("%s: %s holds no PEM certificate", keys.CAFile, opts.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
@@ -59,11 +74,11 @@ func Client(opts Options, prefix string) (*tls.Config, error) {
 	case opts.CertFile != "" && opts.KeyFile != "":
 		cert, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("%s.cert-file/key-file: %s, %s: %w", prefix, opts.CertFile, opts.KeyFile, err)
+			return nil, fmt.Errorf("%s and %s: %s, %s: %w", keys.CertFile, keys.KeyFile, opts.CertFile, opts.KeyFile, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	case opts.CertFile != "" || opts.KeyFile != "":
-		return nil, fmt.Errorf("%s.cert-file and %s.key-file: give both or neither", prefix, prefix)
+		return nil, fmt.Errorf("%s and %s: give both or neither", keys.CertFile, keys.KeyFile)
 	}
 	switch opts.Verify {
 	case VerifyNone:
@@ -92,9 +107,9 @@ func Client(opts Options, prefix string) (*tls.Config, error) {
 }
 
 // CheckFiles reads and parses the files of opts without connecting, for a
-// Validate: the errors name the settings under prefix.
-func CheckFiles(opts Options, prefix string) error {
-	_, err := Client(opts, prefix)
+// Validate: the errors name the settings (keys).
+func CheckFiles(opts Options, keys Keys) error {
+	_, err := Client(opts, keys)
 	return err
 }
 
@@ -112,12 +127,12 @@ func State(cs tls.ConnectionState, v Verify) string {
 }
 
 // Explain returns what a failed TLS handshake means and the setting to
-// fix, under prefix (e.g. "kafka.tls"), or "" when err is no TLS failure.
+// fix (named by keys), or "" when err is no TLS failure.
 // Cases: an unknown CA, an expired or not yet valid certificate, a host
 // name mismatch, a plaintext server (the answer is no TLS record), a
 // client certificate the server rejected or did not get (a TLS alert from
 // the server).
-func Explain(err error, prefix string) string {
+func Explain(err error, keys Keys) string {
 	var ua x509.UnknownAuthorityError
 	var ci x509.CertificateInvalidError
 	var he x509.HostnameError
@@ -125,7 +140,7 @@ func Explain(err error, prefix string) string {
 	var op *net.OpError
 	switch {
 	case errors.As(err, &ua):
-		return fmt.Sprintf("the server's certificate is not signed by a CA in %s.ca-file (or the system's CAs when it is empty): give the CA that signed the server's certificate", prefix)
+		return fmt.Sprintf("the server's certificate is not signed by a CA in %s (or the system's CAs when it is empty): give the CA that signed the server's certificate", keys.CAFile)
 	case errors.As(err, &ci) && ci.Reason == x509.Expired:
 		if ci.Cert != nil && time.Now().Before(ci.Cert.NotBefore) {
 			return fmt.Sprintf("the server's certificate (%s) is not valid before %s: check this host's clock", ci.Cert.Subject, ci.Cert.NotBefore.UTC().Format(time.RFC3339))
@@ -136,18 +151,18 @@ func Explain(err error, prefix string) string {
 		}
 		return fmt.Sprintf("the server's certificate has expired%s: renew it on the server", na)
 	case errors.As(err, &ci):
-		return fmt.Sprintf("the server's certificate is not valid for this use (%v): fix the certificate or %s.ca-file", ci, prefix)
+		return fmt.Sprintf("the server's certificate is not valid for this use (%v): fix the certificate or %s", ci, keys.CAFile)
 	case errors.As(err, &he):
 		names := ""
 		if he.Certificate != nil {
 			names = strings.Join(append(he.Certificate.DNSNames, ipStrings(he.Certificate.IPAddresses)...), ", ")
 		}
-		return fmt.Sprintf("the server's certificate is for %s, not %q: connect by one of its names, or set %s.server-name to one of them", names, he.Host, prefix)
+		return fmt.Sprintf("the server's certificate is for %s, not %q: connect by one of its names, or set %s to one of them", names, he.Host, keys.ServerName)
 	case errors.As(err, &rh):
-		return fmt.Sprintf("the server did not answer with TLS (a plaintext listener?): connect to its TLS port, or turn %s off for this listener", prefix)
+		return fmt.Sprintf("the server did not answer with TLS (a plaintext listener?): connect to its TLS port, or set %s for this listener", keys.Off)
 	case remoteAlert(err) != nil:
 		op = remoteAlert(err)
-		return fmt.Sprintf("the server refused the TLS handshake (%v): it requires a client certificate it trusts; set %s.cert-file and %s.key-file to one signed by a CA the server trusts", op.Err, prefix, prefix)
+		return fmt.Sprintf("the server refused the TLS handshake (%v): it requires a client certificate it trusts; set %s and %s to one signed by a CA the server trusts", op.Err, keys.CertFile, keys.KeyFile)
 	}
 	return ""
 }

@@ -102,6 +102,9 @@ func TestExactlyOnce(t *testing.T) {
 	if !logHas(c.log, "exactly-once: ") {
 		t.Errorf("the restart without a Redis checkpoint did not resume from the last committed transaction (no exactly-once note)")
 	}
+	if logHas(c.log, "starting from the configured start") {
+		t.Errorf("the restart resuming after the last committed transaction logged that it started from the configured start")
+	}
 	waitUnique(5000, time.Minute)
 
 	// The zombie: c paused, d takes over (its InitProducerId fences c).

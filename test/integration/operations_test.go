@@ -416,14 +416,7 @@ func TestCheckWarnsWithoutReplicaListing(t *testing.T) {
 // under earliest/latest (events skipped) or with source.archive.
 func TestCheckPurgedCheckpoint(t *testing.T) {
 	e := newEnv(t)
-	c := e.sql()
-	r, err := c.Execute("SELECT @@server_id")
-	c.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := r.GetInt(0, 0)
-	e.saveCheckpoint(checkpoint.Checkpoint{File: "mariadb-bin.000000", Pos: 4, ServerID: uint32(id), Flavor: serverFlavor()})
+	e.saveCheckpoint(checkpoint.Checkpoint{File: "mariadb-bin.000000", Pos: 4, ServerID: e.sourceServerID(), Flavor: serverFlavor()})
 	for _, c := range []struct {
 		env  []string
 		code int

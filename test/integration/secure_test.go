@@ -361,8 +361,8 @@ func TestSecureMySQLBadInput(t *testing.T) {
 		is   error
 		fix  string
 	}{
-		{"wrong CA", func(c *binlog.Config) { c.SSLCA = s.cert(testcerts.OtherCA) }, binlog.ErrTLS, "not signed by a CA in source.ssl.ca-file"},
-		{"host name mismatch", func(c *binlog.Config) { c.SSLServerName = "db.example.com" }, binlog.ErrTLS, "set source.ssl.server-name"},
+		{"wrong CA", func(c *binlog.Config) { c.SSLCA = s.cert(testcerts.OtherCA) }, binlog.ErrTLS, "not signed by a CA in source.ssl-ca"},
+		{"host name mismatch", func(c *binlog.Config) { c.SSLServerName = "db.example.com" }, binlog.ErrTLS, "set source.ssl-server-name"},
 		// MariaDB refuses it as a login (1045), MySQL with 3159.
 		{"plaintext against require_secure_transport", func(c *binlog.Config) { c.SSLMode, c.SSLCA = binlog.SSLDisabled, "" }, nil, "set source.ssl-mode: verify-identity"},
 		{"TLS against a server without TLS", func(c *binlog.Config) { c.Addr, c.PasswordFile, c.Password = mysqlAddr, "", mysqlPass }, binlog.ErrTLS, "the server does not offer TLS"},

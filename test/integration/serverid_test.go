@@ -185,3 +185,27 @@ func TestHAServerIDTakenByAnotherReplica(t *testing.T) {
 		t.Fatalf("%d records, want 40", len(recs))
 	}
 }
+
+// source.server-id equal to the source's own @@server_id, with the
+// default ha.server-ids 16: whatever id its lease term draws, the start
+// refuses the range that holds it (exit 1, naming the range, the id and the
+// fix), as it refuses the single id without leases. Before, a term drawing
+// another id of the range streamed, and one drawing the source's own gave
+// the term up and went on with the next id.
+func TestHAServerIDRangeHoldsSourcesOwn(t *testing.T) {
+	e := newEnv(t)
+	own := e.sourceServerID()
+	e.serverID = own
+	p := e.launch()
+	if code := p.waitExit(t, time.Minute); code != 1 {
+		t.Fatalf("publisher with source.server-id %d (the source's own) and ha.server-ids 16: exit %d, want 1", own, code)
+	}
+	want := fmt.Sprintf("the source's own @@server_id %d is one of the server_ids %d–%d (source.server-id %d + lease token mod ha.server-ids 16) this source's publishers register as: set source.server-id so that the range excludes %d",
+		own, own, own+15, own, own)
+	if !logHas(p.log, want) {
+		t.Fatalf("the log does not say %q", want)
+	}
+	if logHas(p.log, "streaming binlog") {
+		t.Fatal("a term streamed with a server_id range holding the source's own")
+	}
+}

@@ -222,6 +222,19 @@ func (e *env) sql() *client.Conn {
 	return c
 }
 
+// sourceServerID returns the source's own @@server_id.
+func (e *env) sourceServerID() uint32 {
+	e.t.Helper()
+	c := e.sql()
+	defer c.Close()
+	r, err := c.Execute("SELECT @@server_id")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	id, _ := r.GetUint(0, 0)
+	return uint32(id)
+}
+
 func (e *env) writer() *workload.Writer {
 	w, err := workload.Open(mysqlAddr, mysqlUser, mysqlPass, mysqlDB, e.outbox, e.message)
 	if err != nil {
@@ -275,6 +288,10 @@ ha:
   group: %q
 `, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), cmp.Or(e.readTimeout, "5s"), e.sourceExtra, e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), e.kafkaExtra, cmp.Or(e.redisYAML, "addr: "+redisAddr), e.key, e.mirrorTopic(),
 		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"))
+	if strings.Contains(e.sourceExtra, "  tables:") {
+		// source.table is refused beside source.tables.
+		cfg = strings.Replace(cfg, fmt.Sprintf("  table: %s\n", e.outbox), "", 1)
+	}
 	if e.configText != "" {
 		cfg = e.configText
 	}
