@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -319,17 +318,18 @@ func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, p con
 				if failing.IsZero() {
 					failing = now
 				}
-				addr := RedisAddr(p.Config.Checkpoint)
+				cc := p.Config.Checkpoint
+				addr := cc.Where()
 				if ok, suppressed := warn.Allow(now); ok {
-					log.Warn("standing by, but Redis does not answer: this instance cannot take the source's lease; check that Redis is up and that checkpoint.addr (and checkpoint.tls, checkpoint.username/password) reach it",
+					log.Warn("standing by, but Redis does not answer: this instance cannot take the source's lease; check that Redis is up and that "+cc.AddrKey()+" (and checkpoint.tls, checkpoint.username/password) reach it",
 						zap.String("redis", addr), zap.Duration("failing_for", now.Sub(failing).Round(time.Millisecond)), zap.Int("suppressed", suppressed), zap.Error(err))
 				}
 				if now.Sub(failing) > s.cfg.HA.TTL {
-					s.setPhase(p.Name, health.Degraded, fmt.Sprintf("standby that cannot reach Redis at %s (checkpoint.addr) for %s: %v", addr, now.Sub(failing).Round(time.Second), err))
+					s.setPhase(p.Name, health.Degraded, fmt.Sprintf("standby that cannot reach Redis at %s (%s) for %s: %v", addr, cc.AddrKey(), now.Sub(failing).Round(time.Second), err))
 				}
 			} else {
 				if !failing.IsZero() {
-					log.Info("Redis answers again", zap.String("redis", RedisAddr(p.Config.Checkpoint)), zap.Duration("failed_for", time.Since(failing).Round(time.Millisecond)))
+					log.Info("Redis answers again", zap.String("redis", p.Config.Checkpoint.Where()), zap.Duration("failed_for", time.Since(failing).Round(time.Millisecond)))
 					failing = time.Time{}
 				}
 				s.setPhase(p.Name, health.Standby, "another instance holds the source's lease: "+holder)
@@ -474,17 +474,4 @@ func (s *supervisor) unfenced(ctx context.Context, ps []config.Named) error {
 	}
 	_ = g.Wait()
 	return errors.Join(errs...)
-}
-
-// RedisAddr names the Redis a checkpoint configuration reaches, as the
-// operator configured it: the Sentinel master name and addresses, the
-// Cluster's addresses, or checkpoint.addr.
-func RedisAddr(c checkpoint.Config) string {
-	switch {
-	case c.SentinelMaster != "":
-		return fmt.Sprintf("sentinel master %s via %s (checkpoint.sentinel-master, checkpoint.addrs)", c.SentinelMaster, strings.Join(c.Addrs, ","))
-	case c.Cluster && len(c.Addrs) > 0:
-		return fmt.Sprintf("cluster %s (checkpoint.addrs)", strings.Join(c.Addrs, ","))
-	}
-	return c.Addr
 }

@@ -103,7 +103,9 @@ func TestPhase(t *testing.T) {
 // by; the state and reason are the worst source's.
 func TestReadinessOf(t *testing.T) {
 	at := time.Unix(1000, 0)
-	r := func(s State, reason string) Readiness { return Readiness{Ready: Ready(s), State: s, Reason: reason, Since: at} }
+	r := func(s State, reason string) Readiness {
+		return Readiness{Ready: Ready(s), State: s, Reason: reason, Since: at}
+	}
 	for _, c := range []struct {
 		name    string
 		sources map[string]Readiness
