@@ -221,6 +221,16 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 			s.sources--
 			s.mu.Unlock()
 			return fmt.Errorf("source %s: %w", p.Name, err)
+		case errors.Is(err, errFailingHandOver):
+			// Let an instance that reaches the source take it: wait a TTL
+			// (a standby tries every renew interval) before trying again.
+			wait := s.cfg.HA.TTL
+			s.setPhase(p.Name, health.Degraded, fmt.Sprintf("handed the source over after its pipeline kept failing here; acquiring again in %s", wait))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
 		case err != nil && pipeline.IsFatal(err):
 			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 			s.setPhase(p.Name, health.Failed, err.Error())
@@ -358,9 +368,11 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	log.Info("lease acquired: publishing the source", zap.Uint64("token", l.Token()), zap.Uint32("server_id", cfg.Source.ServerID))
 	opts := PublisherOptions(s.opts.Publisher, s.opts.StartSource, p.Name)
 	opts.Fence = l
-	if ph := s.phase(p.Name); ph != nil {
-		opts.Phase = ph
+	ph := s.phase(p.Name)
+	if ph == nil {
+		ph = health.NewPhase("connecting to the source") // the hand-over watch reads it
 	}
+	opts.Phase = ph
 	obs := s.observer(p.Name)
 	if f, ok := obs.(interface{ Forget() }); ok {
 		// The series of a source are the owner's: a standby exposes none.
@@ -371,7 +383,7 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	defer handover()
 	var g errgroup.Group
 	g.Go(func() error { lease.Keep(tctx, rdb, l, sent, s.cfg.HA, log); return nil })
-	handed := false
+	handed, failing := false, false
 	g.Go(func() error {
 		t := time.NewTicker(s.cfg.HA.RenewEvery())
 		defer t.Stop()
@@ -379,7 +391,19 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 			select {
 			case <-tctx.Done():
 				return nil
-			case <-t.C:
+			case now := <-t.C:
+				r := ph.Readiness()
+				s.mu.Lock()
+				alive := s.alive
+				s.mu.Unlock()
+				if lease.HandOver(r.State == health.Degraded, r.Since, now, s.cfg.HA.HandOverAfter, alive) {
+					failing = true
+					log.Warn("handing the source over: its pipeline has been failing on this instance for longer than ha.handover-after; another instance may reach what this one cannot",
+						zap.Uint64("token", l.Token()), zap.Duration("failing_for", now.Sub(r.Since).Round(time.Second)), zap.String("reason", r.Reason),
+						zap.Duration("handover_after", s.cfg.HA.HandOverAfter), zap.Int("instances_alive", alive))
+					handover()
+					return nil
+				}
 				s.mu.Lock()
 				give := lease.Excess(s.owned-s.giving, s.sources, s.alive) > 0
 				if give {
@@ -415,8 +439,17 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	if handed && ctx.Err() == nil && err == nil {
 		return nil
 	}
+	if failing && ctx.Err() == nil && (err == nil || !pipeline.IsFatal(err)) {
+		// Stopped by the hand-over (perhaps in the middle of a failing
+		// attempt, whose error is the one it gave up on).
+		return errFailingHandOver
+	}
 	return err
 }
+
+// errFailingHandOver: a term ended because its pipeline kept failing
+// (ha.handover-after); the instance waits before acquiring again.
+var errFailingHandOver = errors.New("handed over: the pipeline kept failing on this instance")
 
 // PublisherOptions returns the options of source name's Publisher: o,
 // without its start options (ExplicitStart, Backfill,

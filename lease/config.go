@@ -39,11 +39,17 @@ type Config struct {
 	// over the leases its dead predecessor still holds at once instead of
 	// waiting up to TTL for them to expire (ClaimInstance). "": none.
 	InstanceFile string `yaml:"instance-file" env:"INSTANCE_FILE"`
+	// HandOverAfter: an owner whose pipeline has been restarting for
+	// longer than this (its source, Kafka or Redis unreachable from this
+	// instance: health state degraded) releases the lease, when another
+	// instance is alive, and waits one TTL before it tries to acquire
+	// again, so that an instance that can reach them takes over. 0: never.
+	HandOverAfter time.Duration `yaml:"handover-after" env:"HANDOVER_AFTER"`
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Enabled: true, TTL: 10 * time.Second, ServerIDs: 16, Group: "cdc-outbox:instances"}
+	return Config{Enabled: true, TTL: 10 * time.Second, ServerIDs: 16, Group: "cdc-outbox:instances", HandOverAfter: 30 * time.Second}
 }
 
 // RenewEvery returns Renew, or TTL/3 when unset.
@@ -89,6 +95,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ServerIDs < 1 || c.ServerIDs > 4096 {
 		errs = append(errs, fmt.Errorf("ha.server-ids: %d: want 1 to 4096", c.ServerIDs))
+	}
+	if c.HandOverAfter < 0 {
+		errs = append(errs, fmt.Errorf("ha.handover-after: %s: want >= 0 (0: never)", c.HandOverAfter))
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("ha.group: required (the Redis key of the instances' liveness)"))

@@ -39,3 +39,11 @@ func ServerID(base uint32, token uint64, n int) uint32 {
 	}
 	return base + uint32(token%uint64(n))
 }
+
+// HandOver reports whether an owner whose pipeline has been failing
+// (restarting: degraded) since since should give its lease up at now:
+// after more than after (0: never), and only when another instance is
+// alive to take it (alive counts this one).
+func HandOver(failing bool, since, now time.Time, after time.Duration, alive int) bool {
+	return failing && after > 0 && alive > 1 && now.Sub(since) > after
+}

@@ -55,6 +55,28 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
+func TestHandOver(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name    string
+		failing bool
+		since   time.Time
+		after   time.Duration
+		alive   int
+		want    bool
+	}{
+		{"streaming", false, now.Add(-time.Hour), 30 * time.Second, 2, false},
+		{"failing briefly", true, now.Add(-10 * time.Second), 30 * time.Second, 2, false},
+		{"failing long, another alive", true, now.Add(-31 * time.Second), 30 * time.Second, 2, true},
+		{"failing long, alone", true, now.Add(-time.Hour), 30 * time.Second, 1, false},
+		{"never", true, now.Add(-time.Hour), 0, 3, false},
+	} {
+		if got := HandOver(c.failing, c.since, now, c.after, c.alive); got != c.want {
+			t.Errorf("%s: HandOver = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	c := DefaultConfig()
 	if err := c.Validate(); err != nil {

@@ -255,3 +255,51 @@ func TestReadinessFollowsPipeline(t *testing.T) {
 		})
 	}
 }
+
+// The owner cannot reach the database (its packets held, not refused)
+// while a standby can (issue 30 item 3b): after ha.handover-after of
+// pipeline restarts the owner releases the lease and the standby takes
+// over; nothing is lost. It used to keep the lease: 41 s without a
+// publisher in the report, for as long as the cut lasted.
+func TestHAHandOverWhenSourceUnreachable(t *testing.T) {
+	e := newEnv(t)
+	e.haExtra = "  handover-after: 4s\n"
+	db := newPauseProxy(t, mysqlAddr)
+	e.sourceAddr = db.addr()
+	a := e.launch()
+	ida := owner(t, a)
+	e.waitLog(a, "streaming binlog", time.Minute)
+	e.sourceAddr = ""
+	b := e.launch()
+	idb := owner(t, b)
+	waitReady(t, b, "standby", 30*time.Second)
+	plan := workload.Generate(3002, 0, 100, 20000, 1, 20, 200)
+	pr := e.produceBackground(plan, 1000)
+	e.waitPublished(plan, 1000, time.Minute)
+	at := time.Now()
+	db.setPaused(true) // a's packets to the database are held from now on
+	t.Cleanup(func() { db.setPaused(false) })
+	// read-timeout 5 s, then restarts for handover-after 4 s, then the
+	// release; the standby acquires within a renew interval.
+	const bound = 30 * time.Second
+	took := waitHolds(t, idb, 1, at, bound, e.key)
+	e.waitLog(a, "handing the source over", 5*time.Second)
+	t.Logf("the owner %s cut from the database; the standby %s took over after %s", ida, idb, took.Round(time.Millisecond))
+	// The old owner: degraded during its cool-down (one lease TTL), then
+	// a standby; never streaming.
+	addr := metricsAddrOf(t, a)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, body := httpGet(addr, "/readyz")
+		if (code == 503 && strings.Contains(body, "handed the source over")) || (code == 200 && strings.Contains(body, `"standby"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz of the old owner: %d %s, want 503 handed over or 200 standby", code, body)
+		}
+	}
+	rep := e.finish("HA, owner cut from the database (packets held)", pr, took)
+	t.Logf("%d events, %d duplicates", plan.Total, rep.Duplicates)
+	if h := holders(e.key); h[idb] != 1 {
+		t.Fatalf("leases %v, want %s to keep it", h, idb)
+	}
+}

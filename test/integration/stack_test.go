@@ -161,6 +161,7 @@ type env struct {
 	configText   string        // when set, the whole configuration file instead of the generated one
 	redisYAML    string        // replaces the checkpoint section's "addr:" line (Sentinel, Cluster; later lines indented by 2)
 	kafkaExtra   string        // appended to the YAML config's kafka section (indented by 2)
+	haExtra      string        // appended to the YAML config's ha section (indented by 2)
 }
 
 func newEnv(t *testing.T) *env {
@@ -286,8 +287,8 @@ ha:
   enabled: %v
   lease-ttl: %s
   group: %q
-`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), cmp.Or(e.readTimeout, "5s"), e.sourceExtra, e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), e.kafkaExtra, cmp.Or(e.redisYAML, "addr: "+redisAddr), e.key, e.mirrorTopic(),
-		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"))
+%s`, cmp.Or(e.sourceAddr, mysqlAddr), mysqlUser, mysqlPass, e.serverID, mysqlDB, e.outbox, cmp.Or(e.positionMode, "file"), cmp.Or(e.readTimeout, "5s"), e.sourceExtra, e.topic, strings.Join(e.brokers(), ","), max(e.batchBytes, 1000000), cmp.Or(e.batchSize, 2000), e.kafkaExtra, cmp.Or(e.redisYAML, "addr: "+redisAddr), e.key, e.mirrorTopic(),
+		!e.noHA, cmp.Or(e.leaseTTL, 3*time.Second), cmp.Or(e.haGroup, e.key+":instances"), e.haExtra)
 	if strings.Contains(e.sourceExtra, "  tables:") {
 		// source.table is refused beside source.tables.
 		cfg = strings.Replace(cfg, fmt.Sprintf("  table: %s\n", e.outbox), "", 1)
