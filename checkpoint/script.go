@@ -34,6 +34,12 @@ func LeaseKey(key string) string { return SlotKey(key, "lease") }
 // no TTL), in key's slot like LeaseKey.
 func FenceKey(key string) string { return SlotKey(key, "fence") }
 
+// TermKey returns the record of the last lease term of the source whose
+// checkpoint key is key: SlotKey(key, "term"), "<owner> <token>", with
+// " released" appended once the term gave the lease up (package lease: a
+// lease gone without a release may still have a publishing owner).
+func TermKey(key string) string { return SlotKey(key, "term") }
+
 // WriteOptions say how Store.Save checks a write.
 type WriteOptions struct {
 	// Force: no monotonic check ("checkpoint set": the operator moves the

@@ -177,9 +177,10 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 	// The server_ids found taken by the terms that ended so in a row
 	// (takenIDs), cleared by any other end of a term.
 	var taken map[uint32]bool
+	acq := &lease.Acquirer{Key: p.Config.Checkpoint.Key, Owner: s.opts.Owner, Prev: s.previous, TTL: s.cfg.HA.TTL}
 	for {
 		s.m.standby.WithLabelValues(p.Name).Set(1)
-		l, sent, err := s.acquire(ctx, store, p, log)
+		l, sent, err := s.acquire(ctx, store, acq, p, log)
 		if l == nil {
 			if err != nil {
 				s.setPhase(p.Name, health.Failed, err.Error())
@@ -286,7 +287,7 @@ func onlyServerID(err error) bool {
 
 // acquire waits, as a standby, until this instance may and does take
 // the source's lease; nil when ctx is cancelled.
-func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, p config.Named, log *zap.Logger) (*lease.Lease, time.Time, error) {
+func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, acq *lease.Acquirer, p config.Named, log *zap.Logger) (*lease.Lease, time.Time, error) {
 	rdb := store.Client()
 	every := s.cfg.HA.RenewEvery()
 	logged := ""
@@ -303,7 +304,7 @@ func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, p con
 		s.mu.Unlock()
 		if may {
 			actx, cancel := context.WithTimeout(ctx, every)
-			l, holder, sent, err := lease.AcquireFrom(actx, rdb, p.Config.Checkpoint.Key, s.opts.Owner, s.previous, s.cfg.HA.TTL)
+			l, holder, sent, err := acq.Acquire(actx, rdb)
 			cancel()
 			if l != nil {
 				return l, sent, nil
@@ -349,6 +350,11 @@ func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, p con
 				}
 			}
 		} else {
+			// Not ours to take now; know when its holder's lease would
+			// expire, should it vanish later (lease.Acquirer).
+			octx, cancel := context.WithTimeout(ctx, every)
+			_ = acq.Observe(octx, rdb) // Redis trouble is reported by the acquisitions
+			cancel()
 			s.setPhase(p.Name, health.Standby, "this instance holds its share of the sources: waiting")
 		}
 		select {

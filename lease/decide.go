@@ -47,3 +47,15 @@ func ServerID(base uint32, token uint64, n int) uint32 {
 func HandOver(failing bool, since, now time.Time, after time.Duration, alive int) bool {
 	return failing && after > 0 && alive > 1 && now.Sub(since) > after
 }
+
+// VanishedWait is when a free lease whose last term (token) was not
+// released may be taken: when that holder's lease would have expired as
+// last seen (seenToken, seenUntil: the answer's receipt plus its PTTL, no
+// earlier than the expiry in Redis), or, when that term was never seen,
+// one ttl after the lease was first found free (free).
+func VanishedWait(seenToken uint64, seenUntil time.Time, token uint64, free time.Time, ttl time.Duration) time.Time {
+	if token != 0 && token == seenToken {
+		return seenUntil
+	}
+	return free.Add(ttl)
+}

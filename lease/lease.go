@@ -30,17 +30,27 @@ func NewOwner() string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
-// acquireScript: KEYS lease, fence, checkpoint; ARGV owner, ttl ms,
-// prev (the id of this instance's dead previous process, or ""): a lease
-// held by owner itself (an earlier acquisition whose answer the client
-// gave up on, executed by Redis later; or a lost term of this process,
-// which has stopped) or by prev is taken as if free, with a new token.
-// Replies {1, token} or {0, holder}.
+// acquireScript: KEYS lease, fence, checkpoint, term; ARGV owner, ttl
+// ms, prev (the id of this instance's dead previous process, or ""),
+// force ("1": take a free lease whatever its last term). A lease held by
+// owner itself (an earlier acquisition whose answer the client gave up
+// on, executed by Redis later; or a lost term of this process, which has
+// stopped) or by prev is taken as if free, with a new token. A free lease
+// whose last term (KEYS[4]) was not released and is neither owner's nor
+// prev's is not taken without force: its key may have vanished (a Redis
+// failover that lost it) while that owner still publishes (Acquirer
+// decides). Replies {1, token}, {0, holder, pttl ms} or {2, last term}.
 var acquireScript = redis.NewScript(`
 local holder = redis.call('GET', KEYS[1])
 if holder then
   local h = string.match(holder, '^(%S+) ')
-  if h ~= ARGV[1] and (ARGV[3] == '' or h ~= ARGV[3]) then return {0, holder} end
+  if h ~= ARGV[1] and (ARGV[3] == '' or h ~= ARGV[3]) then return {0, holder, redis.call('PTTL', KEYS[1])} end
+elseif ARGV[4] ~= '1' then
+  local last = redis.call('GET', KEYS[4])
+  if last and not string.find(last, ' released$') then
+    local lo = string.match(last, '^(%S+) ')
+    if lo ~= ARGV[1] and (ARGV[3] == '' or lo ~= ARGV[3]) then return {2, last} end
+  end
 end
 local token = redis.call('INCR', KEYS[2])
 local cp = redis.call('GET', KEYS[3])
@@ -52,7 +62,15 @@ if cp then
   end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', ARGV[2])
+redis.call('SET', KEYS[4], ARGV[1] .. ' ' .. token)
 return {1, tostring(token)}
+`)
+
+// observeScript: KEYS lease. Replies {holder, pttl ms} or {} when free.
+var observeScript = redis.NewScript(`
+local holder = redis.call('GET', KEYS[1])
+if not holder then return {} end
+return {holder, redis.call('PTTL', KEYS[1])}
 `)
 
 // renewScript: KEYS lease; ARGV holder, ttl ms. 1 renewed, 0 not ours.
@@ -64,10 +82,12 @@ end
 return 0
 `)
 
-// releaseScript: KEYS lease; ARGV holder. 1 released, 0 not ours.
+// releaseScript: KEYS lease, term; ARGV holder. 1 released (the term
+// recorded as released), 0 not ours.
 var releaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[1] .. ' released')
   return 1
 end
 return 0
@@ -141,31 +161,137 @@ func Acquire(ctx context.Context, rdb redis.Scripter, key, owner string, ttl tim
 // token is greater, so anything the dead process left in flight is
 // fenced as after an expiry; prev "" is Acquire.
 func AcquireFrom(ctx context.Context, rdb redis.Scripter, key, owner, prev string, ttl time.Duration) (l *Lease, holder string, sent time.Time, err error) {
-	sent = time.Now()
-	res, err := acquireScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(key), checkpoint.FenceKey(key), key}, owner, ttl.Milliseconds(), prev).Slice()
+	r, err := acquire(ctx, rdb, key, owner, prev, ttl, true)
+	return r.lease, r.holder, r.sent, err
+}
+
+// attempt is one acquisition's answer.
+type attempt struct {
+	lease  *Lease
+	holder string        // the holder when another instance holds the lease
+	pttl   time.Duration // its time to live in Redis, as answered
+	last   string        // the unreleased last term of a free lease (not forced)
+	sent   time.Time     // when the request was sent
+	at     time.Time     // when the answer came
+}
+
+func acquire(ctx context.Context, rdb redis.Scripter, key, owner, prev string, ttl time.Duration, force bool) (attempt, error) {
+	r := attempt{sent: time.Now()}
+	f := "0"
+	if force {
+		f = "1"
+	}
+	res, err := acquireScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(key), checkpoint.FenceKey(key), key, checkpoint.TermKey(key)}, owner, ttl.Milliseconds(), prev, f).Slice()
+	r.at = time.Now()
 	if err != nil {
-		return nil, "", sent, wrap("acquire "+checkpoint.LeaseKey(key), err)
+		return r, wrap("acquire "+checkpoint.LeaseKey(key), err)
 	}
-	if len(res) != 2 {
-		return nil, "", sent, fmt.Errorf("lease: acquire %s: unexpected reply %v", checkpoint.LeaseKey(key), res)
+	if len(res) < 2 {
+		return r, fmt.Errorf("lease: acquire %s: unexpected reply %v", checkpoint.LeaseKey(key), res)
 	}
-	if n, _ := res[0].(int64); n != 1 {
-		h, _ := res[1].(string)
-		return nil, h, sent, nil
+	switch n, _ := res[0].(int64); n {
+	case 0:
+		r.holder, _ = res[1].(string)
+		if len(res) > 2 {
+			ms, _ := res[2].(int64)
+			r.pttl = time.Duration(ms) * time.Millisecond
+		}
+		return r, nil
+	case 2:
+		r.last, _ = res[1].(string)
+		return r, nil
 	}
 	s, _ := res[1].(string)
 	token, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return nil, "", sent, fmt.Errorf("lease: acquire %s: token %q: %w", checkpoint.LeaseKey(key), s, err)
+		return r, fmt.Errorf("lease: acquire %s: token %q: %w", checkpoint.LeaseKey(key), s, err)
 	}
-	return &Lease{key: key, owner: owner, token: token, lost: make(chan struct{})}, "", sent, nil
+	r.lease = &Lease{key: key, owner: owner, token: token, lost: make(chan struct{})}
+	return r, nil
+}
+
+// Acquirer is a standby's repeated acquisition of one source's lease. It
+// remembers when the last holder it saw would expire, so that a lease gone
+// before that without a release (a Redis failover that lost the key, a
+// deletion) is waited out until then: its owner renews within a renew
+// interval, finds the key gone and stops, or reaches its deadline first,
+// which is before that expiry; a standby that took the lease at once
+// published beside it until then (issue 30 item 3: 0.35 s measured). A
+// lease expired as seen (its owner dead or paused past its deadline), or
+// released, is taken at once; an unreleased one never seen is waited out
+// for one TTL from when it was first found free. Not safe for concurrent
+// use.
+type Acquirer struct {
+	Key, Owner string
+	// Prev: the id of this instance's dead previous process ("": none),
+	// whose lease is taken at once.
+	Prev string
+	TTL  time.Duration
+
+	seenToken uint64    // the last holder's token seen
+	seenUntil time.Time // when it would expire, at the latest (local clock)
+	free      time.Time // since when an unreleased term never seen is free
+}
+
+// Acquire tries once: the lease when taken; else nil and what holds the
+// source up: "<owner> <token>" of another holder, or a description of the
+// unreleased term being waited out.
+func (a *Acquirer) Acquire(ctx context.Context, rdb redis.Scripter) (l *Lease, holder string, sent time.Time, err error) {
+	r, err := acquire(ctx, rdb, a.Key, a.Owner, a.Prev, a.TTL, false)
+	if err != nil || r.lease != nil {
+		return r.lease, "", r.sent, err
+	}
+	if r.holder != "" {
+		a.saw(r.holder, r.pttl, r.at)
+		a.free = time.Time{}
+		return nil, r.holder, r.sent, nil
+	}
+	_, token, _ := ParseHolder(r.last)
+	if a.free.IsZero() {
+		a.free = r.at
+	}
+	wait := VanishedWait(a.seenToken, a.seenUntil, token, a.free, a.TTL)
+	if r.at.Before(wait) {
+		return nil, fmt.Sprintf("%s (its lease vanished unreleased: waiting until %s, when it would have expired)", r.last, wait.Format(time.RFC3339Nano)), r.sent, nil
+	}
+	r, err = acquire(ctx, rdb, a.Key, a.Owner, a.Prev, a.TTL, true)
+	if r.holder != "" {
+		a.saw(r.holder, r.pttl, r.at)
+	}
+	if r.lease != nil {
+		a.free = time.Time{}
+	}
+	return r.lease, r.holder, r.sent, err
+}
+
+// Observe reads the holder and its time to live without acquiring (a
+// standby that holds its share of the sources), so that a later
+// acquisition knows when it would expire.
+func (a *Acquirer) Observe(ctx context.Context, rdb redis.Scripter) error {
+	res, err := observeScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(a.Key)}).Slice()
+	at := time.Now()
+	if err != nil {
+		return wrap("observe "+checkpoint.LeaseKey(a.Key), err)
+	}
+	if len(res) == 2 {
+		h, _ := res[0].(string)
+		ms, _ := res[1].(int64)
+		a.saw(h, time.Duration(ms)*time.Millisecond, at)
+	}
+	return nil
+}
+
+func (a *Acquirer) saw(holder string, pttl time.Duration, at time.Time) {
+	if _, token, ok := ParseHolder(holder); ok && pttl > 0 {
+		a.seenToken, a.seenUntil = token, at.Add(pttl)
+	}
 }
 
 // Release gives the lease up if it is still l's (after the publisher
 // stopped and wrote its final checkpoint): a standby then takes over at
 // once instead of after the TTL.
 func Release(ctx context.Context, rdb redis.Scripter, l *Lease) (bool, error) {
-	n, err := releaseScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(l.key)}, l.Fence().Holder()).Int()
+	n, err := releaseScript.Run(ctx, rdb, []string{checkpoint.LeaseKey(l.key), checkpoint.TermKey(l.key)}, l.Fence().Holder()).Int()
 	if err != nil {
 		return false, wrap("release "+checkpoint.LeaseKey(l.key), err)
 	}

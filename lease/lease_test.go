@@ -333,6 +333,110 @@ func TestAcquireOwnHolder(t *testing.T) {
 	}
 }
 
+func TestVanishedWait(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name      string
+		seenToken uint64
+		seenUntil time.Time
+		token     uint64
+		want      time.Time
+	}{
+		{"the vanished term was seen: until its expiry as seen", 5, t0.Add(7 * time.Second), 5, t0.Add(7 * time.Second)},
+		{"seen, and already expired", 5, t0.Add(-time.Second), 5, t0.Add(-time.Second)},
+		{"another term seen: a TTL from free", 4, t0.Add(7 * time.Second), 5, t0.Add(10 * time.Second)},
+		{"nothing seen: a TTL from free", 0, time.Time{}, 5, t0.Add(10 * time.Second)},
+	} {
+		if got := VanishedWait(c.seenToken, c.seenUntil, c.token, t0, 10*time.Second); !got.Equal(c.want) {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// A lease whose key vanished before its expiry without a release (a Redis
+// failover that lost it) is not taken by a standby until it would have
+// expired, as the standby last saw it (issue 30 item 3: the old owner still
+// publishes until its next renewal); a released one, an expired one and
+// the instance's own are taken at once; one never seen waits a TTL.
+func TestAcquirerVanishedLease(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	key := "cdc-outbox:vanish"
+	a, _, _, err := Acquire(ctx, rdb, key, "host-a", ttl)
+	if err != nil || a == nil {
+		t.Fatal(err)
+	}
+	b := &Acquirer{Key: key, Owner: "host-b", TTL: ttl}
+	if l, holder, _, err := b.Acquire(ctx, rdb); err != nil || l != nil || holder != "host-a 1" {
+		t.Fatalf("standby: %+v %q %v, want held by host-a 1", l, holder, err)
+	}
+	seen := time.Now()
+	rdb.Del(ctx, checkpoint.LeaseKey(key)) // the key lost right after a renewal
+	var l *Lease
+	var waited string
+	for l == nil {
+		var holder string
+		if l, holder, _, err = b.Acquire(ctx, rdb); err != nil {
+			t.Fatal(err)
+		}
+		if l == nil {
+			if !strings.Contains(holder, "vanished") {
+				t.Fatalf("holder %q, want the vanished term", holder)
+			}
+			waited = holder
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if took := time.Since(seen); took < ttl-300*time.Millisecond || waited == "" {
+		t.Fatalf("the vanished lease was taken after %s (%q), want about its TTL %s", took, waited, ttl)
+	}
+	// Released: the next acquisition is immediate.
+	if ok, err := Release(ctx, rdb, l); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	c := &Acquirer{Key: key, Owner: "host-c", TTL: ttl}
+	if lc, holder, _, err := c.Acquire(ctx, rdb); err != nil || lc == nil {
+		t.Fatalf("after a release: %+v %q %v, want the lease", lc, holder, err)
+	}
+	// Expired as seen (its owner dead): taken at once after the expiry.
+	d := &Acquirer{Key: key, Owner: "host-d", TTL: ttl}
+	if ld, _, _, _ := d.Acquire(ctx, rdb); ld != nil {
+		t.Fatal("taken while held")
+	}
+	for {
+		if ld, holder, _, err := d.Acquire(ctx, rdb); err != nil {
+			t.Fatal(err)
+		} else if ld != nil {
+			break
+		} else if strings.Contains(holder, "vanished") {
+			t.Fatalf("an expired lease seen was waited out: %q", holder)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Never seen and not released: a TTL from when it was found free.
+	rdb.Del(ctx, checkpoint.LeaseKey(key))
+	e := &Acquirer{Key: key, Owner: "host-e", TTL: ttl}
+	began := time.Now()
+	for {
+		if le, _, _, err := e.Acquire(ctx, rdb); err != nil {
+			t.Fatal(err)
+		} else if le != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if took := time.Since(began); took < ttl-100*time.Millisecond {
+		t.Fatalf("an unreleased lease never seen was taken after %s, want a TTL", took)
+	}
+	// The instance's own last term (lost, stopped): at once.
+	rdb.Del(ctx, checkpoint.LeaseKey(key))
+	self := &Acquirer{Key: key, Owner: "host-e", TTL: ttl}
+	if ls, holder, _, err := self.Acquire(ctx, rdb); err != nil || ls == nil {
+		t.Fatalf("own last term: %+v %q %v", ls, holder, err)
+	}
+}
+
 func TestParseHolder(t *testing.T) {
 	for _, tc := range []struct {
 		h     string

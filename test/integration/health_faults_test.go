@@ -3,15 +3,20 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/redis/go-redis/v9"
 )
 
 // pauseProxy is a TCP proxy the test owns between one publisher and
@@ -302,4 +307,94 @@ func TestHAHandOverWhenSourceUnreachable(t *testing.T) {
 	if h := holders(e.key); h[idb] != 1 {
 		t.Fatalf("leases %v, want %s to keep it", h, idb)
 	}
+}
+
+// logTimes returns the times of the lines of the JSON log at path whose
+// msg starts with prefix.
+func logTimes(t *testing.T, path, prefix string) []time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []time.Time
+	for _, line := range strings.Split(string(b), "\n") {
+		var l struct {
+			TS  string `json:"ts"`
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, prefix) {
+			at, err := time.Parse("2006-01-02T15:04:05.000Z0700", l.TS)
+			if err != nil {
+				t.Fatalf("%s: ts %q: %v", path, l.TS, err)
+			}
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// The lease key lost right after the owner's renewal (a Redis failover to
+// a replica that missed it; emulated by DEL) while the owner publishes
+// (issue 30 item 3): no instance takes the source until the old owner,
+// whose next renewal finds the key gone, has stopped: the standby waits
+// until the lost lease would have expired (the old owner itself may take
+// it again at once, as its own term has stopped); before, the standby
+// acquired at its next try and both published (0.35 s measured in the
+// report). Nothing is lost.
+func TestHALeaseKeyVanished(t *testing.T) {
+	e := newEnv(t)
+	a := e.start()
+	ida := owner(t, a)
+	waitHolds(t, ida, 1, time.Now(), 10*time.Second, e.key)
+	b := e.launch()
+	idb := owner(t, b)
+	waitReady(t, b, "standby", 30*time.Second)
+	// The owner idle: no checkpoint write finds the key gone before its
+	// next renewal (a publishing owner's write, every checkpoint.interval,
+	// is refused by the fence at once).
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	ctx := context.Background()
+	// Right after a renewal: the PTTL jumps up.
+	lk := checkpoint.LeaseKey(e.key)
+	prev := rdb.PTTL(ctx, lk).Val()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		cur := rdb.PTTL(ctx, lk).Val()
+		if cur > prev+100*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal of the owner's lease seen in 10 s")
+		}
+		prev = cur
+		time.Sleep(5 * time.Millisecond)
+	}
+	at := time.Now()
+	if n := rdb.Del(ctx, lk).Val(); n != 1 {
+		t.Fatalf("DEL %s = %d", lk, n)
+	}
+	e.waitLog(a, "lease lost", haBound)
+	var held map[string]int
+	for deadline := time.Now().Add(haBound); len(held) == 0; time.Sleep(20 * time.Millisecond) {
+		if held = holders(e.key); time.Now().After(deadline) {
+			t.Fatalf("nobody holds the lease %s after its key was deleted", haBound)
+		}
+	}
+	took := time.Since(at)
+	lost := logTimes(t, a.log, "lease lost")[0]
+	t.Logf("lease key deleted; the owner %s stopped %s later; the lease held again %s after the deletion: %v (standby %s)",
+		ida, lost.Sub(at).Round(time.Millisecond), took.Round(time.Millisecond), held, idb)
+	// The standby's acquisitions after the deletion came after the old
+	// owner stopped (the old owner's own comes after its term ended).
+	for _, acquired := range logTimes(t, b.log, "lease acquired") {
+		if !acquired.After(lost) {
+			t.Fatalf("the standby acquired the source at %s, before the old owner stopped at %s: both could publish",
+				acquired.Format(time.RFC3339Nano), lost.Format(time.RFC3339Nano))
+		}
+	}
+	plan := workload.Generate(3003, 0, 100, 5000, 1, 20, 200)
+	pr := e.produceBackground(plan, 1500)
+	rep := e.finish("HA, the lease key lost after a renewal", pr, took)
+	t.Logf("%d events, %d duplicates", plan.Total, rep.Duplicates)
 }
