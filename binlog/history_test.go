@@ -154,9 +154,11 @@ func TestReaderChecksFileOpened(t *testing.T) {
 
 // The ERROR 1236 texts the servers send for an offset that is no event
 // of the file become a *HistoryError naming the reset, at a file-mode
-// start only; other 1236 errors stay what they were.
-func TestStaleStart(t *testing.T) {
+// start only, and so does a binlog reset under a running stream; other
+// 1236 errors stay what they were.
+func TestHistoryChangedErrors(t *testing.T) {
 	r := &Reader{cfg: Config{PositionMode: ModeFile}, from: Position{File: "mysql-bin.000008", Pos: 405}}
+	st := &state{r: r, pos: r.from, file: r.from.File}
 	for _, c := range []struct {
 		msg   string
 		stale bool
@@ -168,7 +170,7 @@ func TestStaleStart(t *testing.T) {
 		{"bogus data in log event; the first event 'mariadb-bin.000008' at 405", true},
 		{"Could not find first log file name in binary log index file", false},
 	} {
-		err := r.staleStart(&mysql.MyError{Code: 1236, Message: c.msg})
+		err := r.historyChanged(&mysql.MyError{Code: 1236, Message: c.msg}, st)
 		var he *HistoryError
 		if errors.As(err, &he) != c.stale {
 			t.Errorf("%q: %v", c.msg, err)
@@ -178,9 +180,23 @@ func TestStaleStart(t *testing.T) {
 			t.Errorf("%q: message %v", c.msg, err)
 		}
 	}
+	// Once the stream read events, those texts are damage, not a stale start.
+	st.read = true
+	if err := r.historyChanged(&mysql.MyError{Code: 1236, Message: "bogus data in log event"}, st); errors.Is(err, ErrHistory) {
+		t.Errorf("after reading: %v", err)
+	}
+	// The binlog reset under a running stream, in either mode.
+	gone := &mysql.MyError{Code: 1236, Message: "could not find next log; the first event 'mysql-bin.000006' at 7095"}
+	if err := r.historyChanged(gone, st); !errors.Is(err, ErrHistory) || !strings.Contains(err.Error(), "lost the file after mysql-bin.000008") {
+		t.Errorf("next log gone: %v", err)
+	}
 	r.cfg.PositionMode = ModeGTID
 	r.from.GTIDSet = "0-1-5"
-	if err := r.staleStart(&mysql.MyError{Code: 1236, Message: "bogus data in log event"}); errors.Is(err, ErrHistory) {
+	st.read = false
+	if err := r.historyChanged(&mysql.MyError{Code: 1236, Message: "bogus data in log event"}, st); errors.Is(err, ErrHistory) {
 		t.Errorf("gtid mode: %v", err)
+	}
+	if err := r.historyChanged(gone, st); !errors.Is(err, ErrHistory) {
+		t.Errorf("gtid mode, next log gone: %v", err)
 	}
 }

@@ -194,10 +194,7 @@ func (r *Reader) Run(ctx context.Context) error {
 					ErrCorruptEvent, at.FilePos())
 			}
 			if !errors.Is(err, ErrCorruptEvent) {
-				if !st.read {
-					err = r.staleStart(err)
-				}
-				err = classify(err)
+				err = classify(r.historyChanged(err, st))
 			}
 			return &PositionError{Pos: st.resume(), Err: err}
 		}
@@ -944,21 +941,33 @@ func classify(err error) error {
 var staleOffsetTexts = []string{"exceeded max_allowed_packet", "position > file size", "impossible position",
 	"truncated in the middle of event", "bogus data in log event"}
 
-// staleStart turns the ERROR 1236 a dump answers before any event of the
-// binlog itself for a file-mode start whose offset is no event of the
-// server's file (staleOffsetTexts) into a *HistoryError: a checkpoint
-// names the end of a transaction, so the file of that name on the server
-// is another one (a binlog reset, a restore, renumbered files; the texts
-// themselves blame the packet size or the disk). Other errors are
-// returned as they are. The history check at start (CheckHistory) finds
-// this before the dump; this is for a change in between.
-func (r *Reader) staleStart(err error) error {
+// historyChanged turns the ERROR 1236 texts that show the server's
+// binlog history changed under the stream into a *HistoryError: at any
+// time "could not find next log" (the binlog index lost the file after
+// the one being read: a binlog reset while streaming); before any event
+// of the binlog itself was read, at a file-mode start, the texts of an
+// offset that is no event of the server's file (staleOffsetTexts: a
+// checkpoint names the end of a transaction, so the file of that name is
+// another one; the texts themselves blame the packet size or the disk).
+// Other errors are returned as they are. The history check at start
+// (CheckHistory) finds a changed history before the dump; this is for a
+// change while streaming or in between.
+func (r *Reader) historyChanged(err error, st *state) error {
 	var me *mysql.MyError
-	if r.from.File == "" || (r.cfg.PositionMode == ModeGTID && r.from.GTIDSet != "") || !errors.As(err, &me) || me.Code != codeMasterFatalReading {
+	if !errors.As(err, &me) || me.Code != codeMasterFatalReading {
 		return err
 	}
 	msg := strings.ToLower(me.Message)
-	if !slices.ContainsFunc(staleOffsetTexts, func(t string) bool { return strings.Contains(msg, strings.ToLower(t)) }) {
+	gtidMode := r.cfg.PositionMode == ModeGTID && (r.from.GTIDSet != "" || r.from.File == "")
+	if strings.Contains(msg, "could not find next log") {
+		mode := ModeFile
+		if gtidMode {
+			mode = ModeGTID
+		}
+		return &HistoryError{Stored: st.resume(), Mode: mode, Change: ChangeReset,
+			Evidence: []string{fmt.Sprintf("the server's binlog lost the file after %s while it was being read (ERROR 1236 %q): its binlog was reset", st.file, me.Message)}}
+	}
+	if st.read || r.from.File == "" || gtidMode || !slices.ContainsFunc(staleOffsetTexts, func(t string) bool { return strings.Contains(msg, strings.ToLower(t)) }) {
 		return err
 	}
 	return &HistoryError{Stored: r.from, Mode: ModeFile, Change: ChangeReset,

@@ -231,3 +231,40 @@ func TestHistoryResetGTIDMode(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// A binlog reset under a running publisher: the server ends the stream
+// with ERROR 1236 "could not find next log"; the publisher stops (exit 1)
+// naming the reset and the fix, not a purge; checkpoint set earliest then
+// publishes the whole new history.
+func TestHistoryResetWhileRunning(t *testing.T) {
+	e := newEnv(t)
+	p := e.start()
+	old := workload.Generate(2904, 0, 20, 60, 1, 1, 100)
+	if err := produce(e.writer(), old); err != nil {
+		t.Fatal(err)
+	}
+	requireOK(t, e.consume(verify.NewChecker(old.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
+	e.resetBinlogs()
+	lost := workload.Generate(2905, 1000, 10, 10, 1, 1, 100)
+	if err := produce(e.writer(), lost); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+	case <-time.After(time.Minute):
+		t.Fatal("the publisher did not stop after the binlog was reset under it")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 || !logHas(p.log, "binlog history changed") || !logHas(p.log, "could not find next log") ||
+		!logHas(p.log, "cdc-outbox checkpoint set earliest") {
+		t.Fatalf("exit %d, or the log lacks the history change and its fix", code)
+	}
+	if out, code := e.cli(nil, "checkpoint", "set", "earliest"); code != 0 {
+		t.Fatalf("checkpoint set earliest: exit %d\n%s", code, out)
+	}
+	p = e.start()
+	e.requireAll(lost)
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
