@@ -182,7 +182,7 @@ func fileEvidence(f HistoryFacts) []string {
 	}
 	var out []string
 	if !f.Listed {
-		if f.Newest != "" && compareFiles(p.File, f.Newest) > 0 {
+		if sameBase(p.File, f.Newest) && compareFiles(p.File, f.Newest) > 0 {
 			out = append(out, fmt.Sprintf("the server's newest binlog file is %s, older than the position's %s (the numbering started again)", f.Newest, p.File))
 		}
 		return out
@@ -214,6 +214,13 @@ func fileEvidence(f HistoryFacts) []string {
 		}
 	}
 	return out
+}
+
+// sameBase reports whether two binlog file names share their base name
+// (the part before the last '.'): the same server's numbering.
+func sameBase(a, b string) bool {
+	ia, ib := strings.LastIndexByte(a, '.'), strings.LastIndexByte(b, '.')
+	return ia > 0 && ib > 0 && a[:ia] == b[:ib]
 }
 
 // differingDomain returns a domain that both MariaDB GTID lists name with

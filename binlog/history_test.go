@@ -42,6 +42,8 @@ func TestCheckHistory(t *testing.T) {
 			want{refused: true, change: ChangeReset, evidence: "BINLOG_GTID_POS"}},
 		{"mariadb: reset, numbering not yet back: the newest file is older", HistoryFacts{Flavor: FlavorMariaDB, Mode: ModeFile, Stored: maria, SameServer: true,
 			Newest: "mariadb-bin.000003", Executed: "0-1-2000"}, want{refused: true, change: ChangeReset, evidence: "numbering started again"}},
+		{"mariadb: a file of another base name (the old source's, a failover): no numbering to compare", HistoryFacts{Flavor: FlavorMariaDB, Mode: ModeGTID,
+			Stored: Position{File: "primary-bin.000042", Pos: 4242, GTIDSet: "0-1-495,77-1-3"}, SameServer: true, Newest: "mariadb-bin.000003", Executed: "0-1-495,77-1-3"}, want{}},
 		{"mariadb: file purged (older than the oldest): not a history change", HistoryFacts{Flavor: FlavorMariaDB, Mode: ModeFile, Stored: maria, SameServer: true,
 			Newest: "mariadb-bin.000020", Executed: "0-1-9000"}, want{}},
 		{"mariadb: offset inside an event of the new file", HistoryFacts{Flavor: FlavorMariaDB, Mode: ModeFile, Stored: maria, SameServer: true, Listed: true, Newest: f8,
