@@ -4,8 +4,30 @@ import (
 	"fmt"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"go.uber.org/zap"
 )
+
+// CheckStored checks a stored checkpoint against the server's binlog
+// history as run does before resuming from it (binlog.CheckHistory, the
+// server compared with the one cp was written for): the refusal is a
+// *binlog.HistoryError; Repoint tells a resume by GTID on another server.
+// For check's preflight.
+func CheckStored(srv *binlog.Server, mode string, cp *checkpoint.Checkpoint) (binlog.HistoryVerdict, error) {
+	return history(srv, mode, cp.Position(), sameServer(checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor},
+		checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}))
+}
+
+// history is binlog.CheckHistory on what srv shows of from's history,
+// same telling whether srv is the server from was read from.
+func history(srv *binlog.Server, mode string, from binlog.Position, same bool) (binlog.HistoryVerdict, error) {
+	facts, err := srv.HistoryFacts(from, mode)
+	if err != nil {
+		return binlog.HistoryVerdict{}, err
+	}
+	facts.SameServer = same
+	return binlog.CheckHistory(facts), nil
+}
 
 // checkHistory refuses a stored position (the checkpoint at the first
 // pipeline start, the acknowledged position at a restart) that belongs to
@@ -17,12 +39,10 @@ import (
 // resumed by GTID; at a restart (restart: the first start's decision
 // logged it already) that is logged as a Warn.
 func (p *Publisher) checkHistory(srv *binlog.Server, from binlog.Position, same, restart bool) error {
-	facts, err := srv.HistoryFacts(from, p.cfg.Source.PositionMode)
+	v, err := history(srv, p.cfg.Source.PositionMode, from, same)
 	if err != nil {
 		return err
 	}
-	facts.SameServer = same
-	v := binlog.CheckHistory(facts)
 	if v.Err != nil {
 		return fmt.Errorf("checkpoint %s: %w", p.store.Key(), v.Err)
 	}

@@ -181,6 +181,9 @@ func TestHistoryResetFileMode(t *testing.T) {
 	e := newEnv(t)
 	cp, _, lost, after := historyScenario(e)
 	e.refused("stale file:pos", "binlog history changed", "refusing to resume at "+cp.File, "cdc-outbox checkpoint set earliest")
+	if out, code := e.cli(nil, "check"); code != 1 || !strings.Contains(out, "binlog history changed") {
+		t.Fatalf("check: exit %d, want 1 with the history change\n%s", code, out)
+	}
 
 	// The stale offset a transaction boundary of the new file: before the
 	// history check, the publisher resumed there, published what follows
