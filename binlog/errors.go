@@ -30,6 +30,11 @@ var (
 	// ErrPositionUnavailable reports a start position the server no longer
 	// (or does not yet) have: a purged binlog or a future position (ERROR 1236).
 	ErrPositionUnavailable = errors.New("binlog: start position not available on the server")
+	// ErrHistory reports a stored position that belongs to another binlog
+	// history than the server's (a binlog reset, a restore, a rebuilt or
+	// another server, renumbered files): resuming there would skip or
+	// misread transactions. It arrives as a *HistoryError.
+	ErrHistory = errors.New("binlog: the server's binlog history changed")
 	// ErrDecode reports a row of the outbox table that cannot be turned into
 	// an Event (missing column, NULL in a NOT NULL field, unexpected type).
 	ErrDecode = errors.New("binlog: cannot decode outbox row")

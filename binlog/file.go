@@ -655,8 +655,9 @@ func (fr *fileRun) init(fde *replication.FormatDescriptionEvent) error {
 			cfg: Config{Schema: cfg.Schema, Table: cfg.Table}, flavor: fr.flavor, columns: cfg.Columns,
 			log: fr.r.log, tables: fr.r.tables(),
 		},
-		pos:  start,
-		gset: gset,
+		pos:    start,
+		opened: start.Opened,
+		gset:   gset,
 	}
 	return nil
 }

@@ -29,7 +29,8 @@ var fxFiles = []string{"testdata/outbox/" + fx6, "testdata/outbox/" + fx7}
 // fxCfg reads the outbox rows of testdata/outbox.
 var fxCfg = FileConfig{Schema: "im", Table: "fx_outbox"}
 
-// fxTime is the commit time of every transaction of testdata/outbox.
+// fxTime is the commit time of every transaction of testdata/outbox, and
+// when the server created both files (their Format_description events).
 var fxTime = time.Date(2026, 11, 29, 20, 49, 19, 0, time.UTC)
 
 func fxEvent(id uint64, typ string, conv, msg, seq, sender, receiver int64, payload, created string, file string, pos uint32, gtid string) Event {
@@ -38,7 +39,7 @@ func fxEvent(id uint64, typ string, conv, msg, seq, sender, receiver int64, payl
 }
 
 func fxEnd(file string, pos uint32, seq string) Position {
-	return Position{File: file, Pos: pos, GTID: "0-1-" + seq, GTIDSet: "0-1-" + seq, Time: fxTime}
+	return Position{File: file, Pos: pos, GTID: "0-1-" + seq, GTIDSet: "0-1-" + seq, Time: fxTime, Opened: fxTime}
 }
 
 // fxWant is what the live Reader emitted for mariadb-bin.000006:4 up to

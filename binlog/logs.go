@@ -144,13 +144,8 @@ func (s *Server) CheckPosition(p Position) error {
 	if err != nil {
 		return err
 	}
-	var size int64 = -1
-	for _, f := range files {
-		if f.Name == p.File {
-			size = f.Size
-		}
-	}
-	if size < 0 {
+	i := slices.IndexFunc(files, func(f LogFile) bool { return f.Name == p.File })
+	if i < 0 {
 		oldest := "(none)"
 		if len(files) > 0 {
 			oldest = files[0].Name + ":4"
@@ -158,37 +153,15 @@ func (s *Server) CheckPosition(p Position) error {
 		return fmt.Errorf("%w: binlog %s is not on the server (purged, or from another server); oldest available is %s",
 			ErrPositionUnavailable, p.FilePos(), oldest)
 	}
-	if int64(p.Pos) > size {
-		return fmt.Errorf("%w: %s is past the end of %s (%d bytes)", ErrPositionUnavailable, p.FilePos(), p.File, size)
-	}
-	if int64(p.Pos) == size {
-		return nil // the end of the file: nothing to read there yet
-	}
-	r, err := s.conn.Execute(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT 1", strings.ReplaceAll(p.File, "'", "''"), p.Pos))
+	_, reason, err := s.eventAt(p, files[i].Size) // history.go
 	if err != nil {
-		if code(err) == codeSpecificAccess {
-			s.log.Warn("cannot read binlog events, so the position is not checked to be an event boundary")
-			return nil
-		}
-		return fmt.Errorf("%w: no event starts at %s (%v): use an end position of a transaction, e.g. the binlog_txn_end header of a record",
-			ErrPositionUnavailable, p.FilePos(), err)
+		return err
 	}
-	if r.RowNumber() == 0 {
-		return nil
+	if reason != "" {
+		return fmt.Errorf("%w: %s: use the end of a transaction, e.g. the binlog_txn_end header of a record or the End_log_pos of a transaction's Xid/COMMIT event",
+			ErrPositionUnavailable, reason)
 	}
-	// MySQL 8.4+ answers with the first event at or after FROM (MariaDB
-	// and older MySQL fail when no event starts there).
-	if at, err := r.GetUintByName(0, "Pos"); err == nil && at != uint64(p.Pos) {
-		return fmt.Errorf("%w: no event starts at %s (the next one starts at %d): use an end position of a transaction, e.g. the binlog_txn_end header of a record",
-			ErrPositionUnavailable, p.FilePos(), at)
-	}
-	typ, _ := r.GetStringByName(0, "Event_type")
-	info, _ := r.GetStringByName(0, "Info")
-	if slices.Contains(boundaryEvents, typ) || (typ == "Query" && strings.EqualFold(strings.TrimSpace(info), "BEGIN")) {
-		return nil
-	}
-	return fmt.Errorf("%w: %s is not between two transactions (the event there is %s): use the end of a transaction, e.g. the binlog_txn_end header of a record or the End_log_pos of a transaction's Xid/COMMIT event",
-		ErrPositionUnavailable, p.FilePos(), typ)
+	return nil
 }
 
 // GTIDSetAt returns the GTID set executed up to p's file:pos: on MariaDB
@@ -206,12 +179,8 @@ func (s *Server) GTIDSetAt(p Position) (string, error) {
 	if s.flavor != FlavorMariaDB {
 		return "", nil
 	}
-	r, err := s.conn.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos)
-	if err != nil {
-		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s): %w", p.FilePos(), err)
-	}
-	set, _ := r.GetString(0, 0)
-	return set, nil
+	set, _, err := s.mariadbGTIDPos(p) // history.go
+	return set, err
 }
 
 // mysqlGTIDSetAt computes MySQL's GTID set at p by listing p's file with

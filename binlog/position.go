@@ -16,13 +16,18 @@ import (
 // "GTID Format and Storage"), "domain-server-seq[,...]" for MariaDB
 // (gtid_binlog_pos). GTID is the last transaction's own GTID, empty when
 // unknown. Time is the commit timestamp of that transaction (one-second
-// resolution, from the binlog event header).
+// resolution, from the binlog event header). Opened is when the server
+// created File: the timestamp of its Format_description event (one-second
+// resolution), which tells a file apart from another one of the same name
+// after a binlog reset (see Reader: a file-mode start checks it); zero
+// when unknown.
 type Position struct {
 	File    string    `json:"file"`
 	Pos     uint32    `json:"pos"`
 	GTIDSet string    `json:"gtid_set,omitempty"`
 	GTID    string    `json:"gtid,omitempty"`
 	Time    time.Time `json:"event_time,omitempty"`
+	Opened  time.Time `json:"file_opened,omitzero"`
 }
 
 // String formats the position as "file:pos" followed by the GTID when known.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
@@ -149,7 +151,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		defer func() { r.findCommit = nil }()
 	}
 
-	st := &state{r: r, pos: r.from}
+	st := &state{r: r, pos: r.from, opened: r.from.Opened}
 	if r.stop == nil {
 		// A bounded read (StopAt) keeps transactions whole: a transaction
 		// straddling the stop must not be partly emitted.
@@ -192,7 +194,7 @@ func (r *Reader) Run(ctx context.Context) error {
 					ErrCorruptEvent, at.FilePos())
 			}
 			if !errors.Is(err, ErrCorruptEvent) {
-				err = classify(err)
+				err = classify(r.historyChanged(err, st))
 			}
 			return &PositionError{Pos: st.resume(), Err: err}
 		}
@@ -200,6 +202,9 @@ func (r *Reader) Run(ctx context.Context) error {
 			// The server sends heartbeats only when it has nothing newer:
 			// everything before was read.
 			r.obs.Idle(st.pos)
+		}
+		if ev.Header.LogPos != 0 && ev.Header.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 && !isHeartbeat(ev.Header.EventType) {
+			st.read = true
 		}
 		txn, done, err := r.step(st, ev)
 		if err != nil {
@@ -326,9 +331,15 @@ func (r *Reader) SetPace(p Pacer) { r.pace = p }
 // current file, GTID events to know the transaction's GTID, and BEGIN …
 // XID/COMMIT to frame transactions.
 type state struct {
-	r     *Reader
-	pos   Position // end of the last complete transaction
-	file  string   // current binlog file
+	r    *Reader
+	pos  Position // end of the last complete transaction
+	file string   // current binlog file
+	// opened: when the server created file (its Format_description
+	// event's timestamp); zero until that event is read.
+	opened time.Time
+	// read: an event of the binlog itself was read (not one of the
+	// artificial events a dump starts with, nor a heartbeat).
+	read  bool
 	gset  mysql.GTIDSet
 	gtid  string // GTID of the open transaction
 	inTxn bool
@@ -432,11 +443,26 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 	st.fillPos(h)
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
-		st.file = string(e.NextLogName)
+		if next := string(e.NextLogName); next != st.file {
+			st.file, st.opened = next, time.Time{}
+		}
 		if !st.inTxn && st.pos.File != st.file {
 			// Rotation between transactions: the next transaction starts
 			// in the new file; positions resume there.
-			st.pos.File, st.pos.Pos = st.file, uint32(e.Position)
+			st.pos.File, st.pos.Pos, st.pos.Opened = st.file, uint32(e.Position), time.Time{}
+		}
+	case *replication.FormatDescriptionEvent:
+		// The current file's: when the server created it (the server
+		// sends it also when a dump starts inside the file).
+		if h.Timestamp == 0 {
+			break
+		}
+		st.opened = time.Unix(int64(h.Timestamp), 0).UTC()
+		if err := st.r.checkOpened(st.file, st.opened); err != nil {
+			return nil, err
+		}
+		if st.pos.File == st.file {
+			st.pos.Opened = st.opened
 		}
 	case *replication.GTIDEvent:
 		// ANONYMOUS_GTID_EVENT (gtid_mode=OFF) decodes to a GTIDEvent with
@@ -618,7 +644,7 @@ func (st *state) commitPos() (Position, error) {
 	if st.commitAt.File != "" {
 		return st.commitAt, nil
 	}
-	p := Position{File: st.file, GTID: st.gtid}
+	p := Position{File: st.file, GTID: st.gtid, Opened: st.opened}
 	switch {
 	case st.txnLen > 0:
 		p.Pos = st.txnStart + uint32(st.txnLen)
@@ -648,7 +674,7 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 			st.r.log.Warn("cannot add GTID to the GTID set", zap.String("gtid", st.gtid), zap.Error(err))
 		}
 	}
-	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC()}
+	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC(), Opened: st.opened}
 	txn := &Txn{Events: st.events, End: st.resume()}
 	st.lastEvents = len(st.events)
 	st.events, st.inTxn, st.gtid, st.bytes, st.body, st.xa = nil, false, "", 0, 0, false
@@ -905,9 +931,67 @@ func classify(err error) error {
 	return err
 }
 
+// staleOffsetTexts are the ERROR 1236 texts the servers send when a dump
+// starts at an offset that is no event of the file (inside one, or past
+// its end): MySQL "log event entry exceeded max_allowed_packet" (it reads
+// the bytes there as an event's length), "Client requested source to
+// start replication from position > file size"; MariaDB "binlog
+// truncated in the middle of event", "Client requested master to start
+// replication from impossible position"; both "bogus data in log event".
+var staleOffsetTexts = []string{"exceeded max_allowed_packet", "position > file size", "impossible position",
+	"truncated in the middle of event", "bogus data in log event"}
+
+// historyChanged turns the ERROR 1236 texts that show the server's
+// binlog history changed under the stream into a *HistoryError: at any
+// time "could not find next log" (the binlog index lost the file after
+// the one being read: a binlog reset while streaming); before any event
+// of the binlog itself was read, at a file-mode start, the texts of an
+// offset that is no event of the server's file (staleOffsetTexts: a
+// checkpoint names the end of a transaction, so the file of that name is
+// another one; the texts themselves blame the packet size or the disk).
+// Other errors are returned as they are. The history check at start
+// (CheckHistory) finds a changed history before the dump; this is for a
+// change while streaming or in between.
+func (r *Reader) historyChanged(err error, st *state) error {
+	var me *mysql.MyError
+	if !errors.As(err, &me) || me.Code != codeMasterFatalReading {
+		return err
+	}
+	msg := strings.ToLower(me.Message)
+	gtidMode := r.cfg.PositionMode == ModeGTID && (r.from.GTIDSet != "" || r.from.File == "")
+	if strings.Contains(msg, "could not find next log") {
+		mode := ModeFile
+		if gtidMode {
+			mode = ModeGTID
+		}
+		return &HistoryError{Stored: st.resume(), Mode: mode, Change: ChangeReset,
+			Evidence: []string{fmt.Sprintf("the server's binlog lost the file after %s while it was being read (ERROR 1236 %q): its binlog was reset", st.file, me.Message)}}
+	}
+	if st.read || r.from.File == "" || gtidMode || !slices.ContainsFunc(staleOffsetTexts, func(t string) bool { return strings.Contains(msg, strings.ToLower(t)) }) {
+		return err
+	}
+	return &HistoryError{Stored: r.from, Mode: ModeFile, Change: ChangeReset,
+		Evidence: []string{fmt.Sprintf("the server cannot read its binlog at %s: ERROR 1236 %q (what the server says for an offset inside an event or past the end of the file; "+
+			"a checkpoint is always the end of a transaction, unless a single event there is larger than the server's max_allowed_packet)", r.from.FilePos(), me.Message)}}
+}
+
+// checkOpened refuses a file-mode start whose file was created at
+// another time than the one stored with the start position (Position.Opened):
+// the server's file of that name is another file. Only for the start file,
+// before anything of it is read.
+func (r *Reader) checkOpened(file string, opened time.Time) error {
+	if file != r.from.File || r.from.Opened.IsZero() || (r.cfg.PositionMode == ModeGTID && r.from.GTIDSet != "") || r.stop != nil {
+		return nil
+	}
+	if why := openedChanged(r.from, opened); why != "" { // history.go
+		return &HistoryError{Stored: r.from, Mode: ModeFile, Change: ChangeReset, Evidence: []string{why}}
+	}
+	return nil
+}
+
 // IsFatal reports whether err is one that a reconnect cannot fix.
 func IsFatal(err error) bool {
 	return errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivileges) || errors.Is(err, ErrAuth) || errors.Is(err, ErrServerID) || errors.Is(err, ErrOwnServerID) ||
-		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) || errors.Is(err, ErrCorruptEvent) ||
+		errors.Is(err, ErrPositionUnavailable) || errors.Is(err, ErrHistory) || errors.Is(err, ErrDecode) || errors.Is(err, ErrStart) || errors.Is(err, ErrCorruptEvent) ||
 		errors.Is(err, ErrTLS) || secure.IsTLSFailure(err) || errors.Is(err, mapping.ErrMapping)
 }

@@ -30,6 +30,13 @@ func ev(t replication.EventType, logPos uint32, e replication.Event) *replicatio
 	return &replication.BinlogEvent{Header: &replication.EventHeader{EventType: t, LogPos: logPos, Timestamp: ts}, Event: e}
 }
 
+// opened is p with the creation time of the test events' format
+// description events.
+func opened(p Position) Position {
+	p.Opened = time.Unix(int64(ts), 0).UTC()
+	return p
+}
+
 func rotate(next string, pos uint64) *replication.BinlogEvent {
 	return ev(replication.ROTATE_EVENT, 0, &replication.RotateEvent{Position: pos, NextLogName: []byte(next)})
 }
@@ -319,9 +326,9 @@ func TestStateHandle(t *testing.T) {
 			},
 			want: []Txn{
 				{Events: []Event{event(1, at(file1, 700, "0-1-5"))}, End: end(file1, 731, "0-1-5", "0-1-5")},
-				{Events: []Event{event(2, at(file2, 500, "0-1-6"))}, End: end(file2, 531, "0-1-6", "0-1-6")},
+				{Events: []Event{event(2, at(file2, 500, "0-1-6"))}, End: opened(end(file2, 531, "0-1-6", "0-1-6"))},
 			},
-			wantPos: end(file2, 531, "0-1-6", "0-1-6"),
+			wantPos: opened(end(file2, 531, "0-1-6", "0-1-6")),
 		},
 		{
 			name: "rotate alone moves the resumable position to the start of the new file",

@@ -24,6 +24,7 @@ const (
 	codeMasterFatalReading    = 1236 // ER_MASTER_FATAL_ERROR_READING_BINLOG
 	codeSlaveSameID           = 4052 // MariaDB ER_SLAVE_SAME_ID
 	codeUnknownSystemVariable = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE
+	codeErrorWhenExecuting    = 1220 // ER_ERROR_WHEN_EXECUTING_COMMAND (SHOW BINLOG EVENTS at a bad offset)
 )
 
 // Server is a plain SQL connection to the source, used for start-up checks
@@ -36,6 +37,7 @@ type Server struct {
 	serverID   uint32
 	serverUUID string
 	metadata   string // binlog_row_metadata
+	gtidPos    *gtidPosAnswer
 	log        *zap.Logger
 }
 

@@ -309,6 +309,17 @@ func checkCheckpoint(ctx context.Context, cfg config.Config, store *checkpoint.S
 		return
 	}
 	problems := 0
+	if srv != nil {
+		// run's history check (docs/operations.md, "When the server's
+		// binlog history changes"), before the file's presence: a reset
+		// is no purge.
+		if v, err := pipeline.CheckStored(srv, cfg.Source.PositionMode, cp); err != nil {
+			r.warn("checkpoint", "cannot compare the checkpoint with the server's binlog history: %v", err)
+		} else if v.Err != nil {
+			r.fail("checkpoint", "%s: %v", store.Key(), v.Err)
+			return
+		}
+	}
 	if srv != nil && cp.File != "" && (cfg.Source.PositionMode == binlog.ModeFile || cp.GTIDSet == "") {
 		if err := srv.Available(cp.Position()); err != nil {
 			problems++

@@ -71,6 +71,9 @@ func TestWriterBuildsTheValue(t *testing.T) {
 		got.ServerID != 7 || got.ServerUUID != "u" || got.Flavor != "mysql" || got.Partitions["a"] != 3 {
 		t.Fatalf("value %+v", got)
 	}
+	if !got.FileOpened.IsZero() {
+		t.Fatalf("file_opened %v for a position without it", got.FileOpened)
+	}
 	w.AddPartitions(map[string]int{"b": 6})
 	w.SetPartitions(nil)
 	_ = w.Write(context.Background(), pos("f.000002", 120))
@@ -81,6 +84,39 @@ func TestWriterBuildsTheValue(t *testing.T) {
 	_ = w.Write(context.Background(), pos("f.000002", 130))
 	if got, _ := b.last(); got.Partitions["b"] != 6 || len(w.Partitions()) != 1 || w.Key() != "k" {
 		t.Fatalf("partitions %v", got.Partitions)
+	}
+}
+
+// The file's creation time travels with the position into the stored
+// value and back (Checkpoint.Position), and a value written before the
+// field existed still parses, without it (the history check then has no
+// creation time to compare).
+func TestFileOpenedStoredAndOptional(t *testing.T) {
+	b := newFake()
+	w := NewWriter(b, Source{ServerID: 1, Flavor: "mariadb"}, nil)
+	opened := time.Unix(1700000000, 0).UTC()
+	if err := w.Write(context.Background(), binlog.Position{File: "f.000008", Pos: 405, GTIDSet: "0-1-1522", Opened: opened}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.last()
+	enc, err := Encode(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(enc), `"file_opened":"2023-11-14T22:13:20Z"`) {
+		t.Fatalf("encoded value lacks file_opened: %s", enc)
+	}
+	back, err := Parse("k", enc)
+	if err != nil || !back.Position().Opened.Equal(opened) || back.Version != Version {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	old := `{"version":1,"file":"mariadb-bin.000008","pos":405,"gtid_set":"0-1-1522","server_id":1,"flavor":"mariadb","event_time":"2026-12-01T10:00:00Z","updated_at":"2026-12-01T10:00:01Z"}`
+	cp, err := Parse("k", []byte(old))
+	if err != nil || !cp.FileOpened.IsZero() || !cp.Position().Opened.IsZero() || cp.Position().FilePos() != "mariadb-bin.000008:405" {
+		t.Fatalf("old value: %+v, %v", cp, err)
+	}
+	if enc, _ := Encode(*cp); strings.Contains(string(enc), "file_opened") {
+		t.Fatalf("a value without a creation time writes one: %s", enc)
 	}
 }
 

@@ -35,6 +35,13 @@ type Checkpoint struct {
 	Flavor     string `json:"flavor"`
 	// EventTime: commit time of the last transaction (binlog header, 1 s resolution).
 	EventTime time.Time `json:"event_time"`
+	// FileOpened: when the server created File (the timestamp of its
+	// Format_description event, 1 s resolution): a file-mode start refuses
+	// the server's file of that name when it was created at another time
+	// (a binlog reset, a restore, renumbered files: binlog.ErrHistory).
+	// Absent (zero) in checkpoints written before this field existed or
+	// before the first transaction read ("checkpoint set", a first start).
+	FileOpened time.Time `json:"file_opened,omitzero"`
 	// UpdatedAt: when this value was written.
 	UpdatedAt time.Time `json:"updated_at"`
 	// Token and Owner: the lease this value was written under (package
@@ -50,7 +57,7 @@ type Checkpoint struct {
 
 // Position returns the binlog position of the checkpoint.
 func (c *Checkpoint) Position() binlog.Position {
-	return binlog.Position{File: c.File, Pos: c.Pos, GTIDSet: c.GTIDSet, GTID: c.GTID, Time: c.EventTime}
+	return binlog.Position{File: c.File, Pos: c.Pos, GTIDSet: c.GTIDSet, GTID: c.GTID, Time: c.EventTime, Opened: c.FileOpened}
 }
 
 // Config configures the store.

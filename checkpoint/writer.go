@@ -205,7 +205,7 @@ func (w *Writer) value(p binlog.Position) Checkpoint {
 		parts = nil
 	}
 	return Checkpoint{
-		File: p.File, Pos: p.Pos, GTIDSet: p.GTIDSet, GTID: p.GTID, EventTime: p.Time,
+		File: p.File, Pos: p.Pos, GTIDSet: p.GTIDSet, GTID: p.GTID, EventTime: p.Time, FileOpened: p.Opened,
 		ServerID: w.src.ServerID, ServerUUID: w.src.ServerUUID, Flavor: w.src.Flavor,
 		Partitions: parts,
 	}

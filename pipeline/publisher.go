@@ -120,6 +120,8 @@ type Publisher struct {
 
 	resume binlog.Position // newest acknowledged position, once known
 	known  bool
+	// resumeOf: the server resume was read from (the last attempt's).
+	resumeOf checkpoint.Source
 	// parts: each target topic's partition count, read at the first
 	// pipeline start and stored with every checkpoint; nil until read.
 	parts map[string]int
@@ -343,17 +345,33 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	from := p.resume
 	saved := from
 	if !p.known {
-		if from, err = p.first(ctx, srv, cp, mcp, cpw); err != nil {
+		var of *checkpoint.Source
+		if from, of, err = p.first(ctx, srv, cp, mcp, cpw); err != nil {
 			return err
+		}
+		// A stored checkpoint: of this server's binlog history? (history.go)
+		if of != nil {
+			if err := p.checkHistory(srv, from, sameServer(*of, ident), false); err != nil {
+				return err
+			}
 		}
 		saved = from
 		p.resume, p.known = from, true
-	} else if cfg.Kafka.ExactlyOnce() {
-		if from, err = p.committedResume(ctx, srv, from); err != nil { // exactly.go
+	} else {
+		// The acknowledged position, read from the server of the previous
+		// attempt (p.resumeOf): the server may have been reset or
+		// replaced since.
+		if err := p.checkHistory(srv, from, sameServer(p.resumeOf, ident), true); err != nil {
 			return err
 		}
-		p.resume = from
+		if cfg.Kafka.ExactlyOnce() {
+			if from, err = p.committedResume(ctx, srv, from); err != nil { // exactly.go
+				return err
+			}
+			p.resume = from
+		}
 	}
+	p.resumeOf = ident
 	// A stored position written by an older version may lack MariaDB GTID
 	// domains known only from the binlog's history (Gtid_list): complete
 	// it, so that neither the purged check nor the reader miss them.
@@ -503,8 +521,11 @@ func tableNames(cfg config.Config, srv *binlog.Server) []string {
 }
 
 // first decides where the first pipeline start begins (Decide) and
-// returns the position to stream from, stored as the checkpoint.
-func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *checkpoint.Checkpoint, cpw *checkpoint.Writer) (binlog.Position, error) {
+// returns the position to stream from, stored as the checkpoint, and
+// when it is a stored checkpoint's (Redis's or the mirror's), the server
+// that checkpoint was written for (nil for a start option or a backfill:
+// a position just resolved on the server).
+func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *checkpoint.Checkpoint, cpw *checkpoint.Writer) (binlog.Position, *checkpoint.Source, error) {
 	cfg := p.cfg
 	var err error
 	f := Facts{Checkpoint: cp, Key: p.store.Key(), Server: checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()},
@@ -520,13 +541,13 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 	if cfg.Kafka.ExactlyOnce() {
 		f.ExactlyOnce = true
 		if f.Committed, err = p.committed(ctx); err != nil { // exactly.go
-			return binlog.Position{}, err
+			return binlog.Position{}, nil, err
 		}
 	}
 	if NeedsHeads(f) {
 		heads, err := sink.NewestHeaders(ctx, cfg.Kafka, f.Topic)
 		if err != nil {
-			return binlog.Position{}, err
+			return binlog.Position{}, nil, err
 		}
 		f.Heads = heads
 	}
@@ -549,47 +570,50 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 		}
 	}
 	if err != nil {
-		return binlog.Position{}, err
+		return binlog.Position{}, nil, err
 	}
 	switch d.Action {
 	case Resume:
+		from := cp
 		if d.FromMirror {
+			from = f.Mirror
 			if f.Mirror.Partitions != nil {
 				cpw.SetPartitions(f.Mirror.Partitions)
 			}
 			if err := cpw.Write(ctx, d.At); err != nil {
-				return binlog.Position{}, err
+				return binlog.Position{}, nil, err
 			}
 		}
-		return d.At, nil
+		return d.At, &checkpoint.Source{ServerID: from.ServerID, ServerUUID: from.ServerUUID, Flavor: from.Flavor}, nil
 	case Backfill:
-		return p.backfill(ctx, srv, cpw)
+		at, err := p.backfill(ctx, srv, cpw)
+		return at, nil, err
 	}
 	st, err := binlog.ParseStart(d.Start)
 	if err != nil {
-		return binlog.Position{}, fmt.Errorf("%w: %w", ErrRecover, err)
+		return binlog.Position{}, nil, fmt.Errorf("%w: %w", ErrRecover, err)
 	}
 	from, err := p.resolveStart(srv, st)
 	if err != nil {
-		return binlog.Position{}, fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
+		return binlog.Position{}, nil, fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
 	}
 	// A start the server cannot serve (purged, a GTID set it does not
 	// know) is refused before it is stored: a corrected --start then still
 	// applies.
 	if pg, err := srv.CheckResume(from); err != nil {
-		return binlog.Position{}, err
+		return binlog.Position{}, nil, err
 	} else if pg != nil && (cfg.Source.OnPurged == "" || cfg.Source.OnPurged == binlog.OnPurgedFail) && cfg.Source.Archive == "" {
-		return binlog.Position{}, fmt.Errorf("start %s: %w", from.Text(), pg.Err())
+		return binlog.Position{}, nil, fmt.Errorf("start %s: %w", from.Text(), pg.Err())
 	}
 	// Store the start at once: a crash before the first acknowledgement
 	// then resumes here instead of finding no checkpoint (and a later
 	// "latest" would skip what came since).
 	if err := cpw.Write(ctx, from); err != nil {
-		return binlog.Position{}, err
+		return binlog.Position{}, nil, err
 	}
 	p.log.Info(startedMsg(d, f.Start), zap.String("key", p.store.Key()),
 		zap.String("start", d.Start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
-	return from, nil
+	return from, nil, nil
 }
 
 // stream runs src → writer → committer with Run, keeping p.resume at the

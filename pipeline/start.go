@@ -176,6 +176,14 @@ func Decide(f Facts) (Decision, error) {
 		binlog.ErrStart, f.Key, f.Topic, resume, resume)
 }
 
+// sameServer reports whether the server a stored position was read from
+// (stored; zero fields unknown, as in checkpoints of older versions) is
+// the server srv: the same flavor, server_id and (MySQL) server_uuid.
+func sameServer(stored, srv checkpoint.Source) bool {
+	return (stored.Flavor == "" || stored.Flavor == srv.Flavor) && (stored.ServerID == 0 || stored.ServerID == srv.ServerID) &&
+		(stored.ServerUUID == "" || srv.ServerUUID == "" || stored.ServerUUID == srv.ServerUUID)
+}
+
 func decideResume(f Facts, cp *checkpoint.Checkpoint) (Decision, error) {
 	d := Decision{Action: Resume, At: cp.Position()}
 	if f.BackfillFlag {
@@ -189,8 +197,7 @@ func decideResume(f Facts, cp *checkpoint.Checkpoint) (Decision, error) {
 	if cp.Flavor != "" && cp.Flavor != srv.Flavor {
 		return d, fmt.Errorf("%w: checkpoint %s was written for a %s server but the source is %s", binlog.ErrStart, f.Key, cp.Flavor, srv.Flavor)
 	}
-	otherServer := (cp.ServerID != 0 && cp.ServerID != srv.ServerID) ||
-		(cp.ServerUUID != "" && srv.ServerUUID != "" && cp.ServerUUID != srv.ServerUUID)
+	otherServer := !sameServer(checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor}, srv)
 	if otherServer && f.PositionMode == binlog.ModeFile {
 		return d, fmt.Errorf("%w: checkpoint %s (%s:%d) was written for the server with server_id %d uuid %q, but the source has server_id %d uuid %q: "+
 			"a binlog file:pos of another server is meaningless. After a failover, resume with position-mode: gtid; "+

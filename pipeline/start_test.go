@@ -231,3 +231,28 @@ func TestDecideExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// The server a stored position was read from, against the source now:
+// unknown fields (checkpoints of older versions, MariaDB's missing
+// server_uuid) match anything.
+func TestSameServer(t *testing.T) {
+	srv := checkpoint.Source{ServerID: 1, ServerUUID: "u1", Flavor: "mysql"}
+	for _, c := range []struct {
+		stored checkpoint.Source
+		same   bool
+	}{
+		{srv, true},
+		{checkpoint.Source{}, true},
+		{checkpoint.Source{ServerID: 1, Flavor: "mysql"}, true},
+		{checkpoint.Source{ServerID: 2, ServerUUID: "u1", Flavor: "mysql"}, false},
+		{checkpoint.Source{ServerID: 1, ServerUUID: "u2", Flavor: "mysql"}, false},
+		{checkpoint.Source{ServerID: 1, Flavor: "mariadb"}, false},
+	} {
+		if got := sameServer(c.stored, srv); got != c.same {
+			t.Errorf("sameServer(%+v) = %v, want %v", c.stored, got, c.same)
+		}
+	}
+	if !sameServer(checkpoint.Source{ServerID: 1, Flavor: "mariadb"}, checkpoint.Source{ServerID: 1, Flavor: "mariadb"}) {
+		t.Error("MariaDB without server_uuid")
+	}
+}
