@@ -422,9 +422,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, c.validateSources())
 	} else {
 		errs = append(errs, c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate())
-		if c.Kafka.DeadLetterTopic != "" && c.Kafka.DeadLetterTopic == c.Router.Topic {
-			errs = append(errs, fmt.Errorf("kafka.dead-letter-topic: %q: must differ from router.topic", c.Kafka.DeadLetterTopic))
-		}
+		errs = append(errs, topicErrors(c.Source, c.Router, c.Kafka, c.Checkpoint)...)
 	}
 	errs = append(errs, c.Log.Validate(), c.HA.Validate())
 	if c.ShutdownTimeout <= 0 {

@@ -89,7 +89,9 @@ type Config struct {
 	// DeadLetterTopic in its place and carries on.
 	OnPoison string `yaml:"on-poison" env:"ON_POISON"`
 	// DeadLetterTopic receives the dead-letter records under PolicyDeadLetter.
-	// Create it like the other topics; it must differ from router.topic.
+	// Create it like the other topics; it must differ from router.topic,
+	// the mappings' topics and checkpoint.mirror-topic (config checks),
+	// and no record is routed to it (router.CheckTopic).
 	DeadLetterTopic string `yaml:"dead-letter-topic" env:"DEAD_LETTER_TOPIC"`
 	// TLS and SASL secure every Kafka connection of every command
 	// (security.go): producer, metadata and the partition readers.

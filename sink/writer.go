@@ -18,7 +18,8 @@ import (
 )
 
 // Router maps an event to its record; *router.Router implements it. On
-// router.ErrTopic it returns the record too, its Topic the invalid name.
+// router.ErrTopic (a topic no record may go to, router.CheckTopic) it
+// returns the record too, its Topic that name.
 type Router interface {
 	Route(e *binlog.Event, end binlog.Position) (kafka.Message, error)
 }
@@ -307,7 +308,7 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	for i := range txn.Events {
 		e := &txn.Events[i]
 		m, err := w.router.Route(e, own)
-		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes, w.cfg.DeadLetterTopic)
+		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes)
 		if err != nil {
 			return &WriteError{EventID: e.EventID(), Topic: m.Topic, Pos: own, Err: err}
 		}
