@@ -27,6 +27,9 @@ const (
 	// (router.CheckTopic: an invalid or Kafka-internal name, an empty
 	// placeholder value, the dead-letter or the checkpoint mirror topic).
 	ReasonInvalidTopic Reason = "invalid_topic"
+	// ReasonMissingTopic: the routed topic does not exist (after the
+	// producer's retry budget) under kafka.missing-topic: poison.
+	ReasonMissingTopic Reason = "missing_topic"
 	// ReasonUndecodable: the binlog reader could not turn the row into an
 	// event (binlog.Event.Err: a NULL or out-of-range value in an outbox
 	// column, or a NULL in the id, key, topic or payload column of its

@@ -3,6 +3,8 @@
 package integration
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -22,6 +24,7 @@ type topicCase struct {
 	bad    string           // the poison row's routed topic (dlq_topic)
 	says   []string         // in the poison error and dlq_error: why and the fix
 	never  string           // not in them ("" for no check)
+	reason string           // the poison reason; "" for invalid_topic
 }
 
 // topicPoison runs c under kafka.on-poison policy and checks what
@@ -33,6 +36,7 @@ type topicCase struct {
 // published too.
 func topicPoison(t *testing.T, e *env, policy string, c topicCase) {
 	t.Helper()
+	reason := cmp.Or(c.reason, "invalid_topic")
 	dlq := ""
 	if policy == sink.PolicyDeadLetter {
 		dlq = e.deadLetterPolicy()
@@ -53,13 +57,13 @@ func topicPoison(t *testing.T, e *env, policy string, c topicCase) {
 		if code := p.waitExit(t, 90*time.Second); code != 1 {
 			t.Fatalf("exit code %d, want 1 (poison, fail policy)", code)
 		}
-		for _, want := range append([]string{fmt.Sprintf("poison record (invalid_topic): event %s for topic %s,", ids[1], c.bad),
+		for _, want := range append([]string{fmt.Sprintf("poison record (%s): event %s for topic %s,", reason, ids[1], c.bad),
 			"kafka.on-poison: dead-letter"}, c.says...) {
 			if !logHas(p.log, want) {
 				t.Errorf("the poison error does not say %q", want)
 			}
 		}
-		if line := logLine(p.log, "poison record (invalid_topic)"); c.never != "" && strings.Contains(line, c.never) {
+		if line := logLine(p.log, "poison record ("+reason+")"); c.never != "" && strings.Contains(line, c.never) {
 			t.Errorf("the poison error says %q: %s", c.never, line)
 		}
 		// The publisher has exited: what is there is all there is.
@@ -76,8 +80,8 @@ func topicPoison(t *testing.T, e *env, policy string, c topicCase) {
 		t.Fatalf("%d dead letters, want 1", len(dead))
 	}
 	h := dead[0].Headers
-	if h["event_id"] != ids[1] || h["dlq_reason"] != "invalid_topic" || h["dlq_topic"] != c.bad {
-		t.Fatalf("dead letter headers %v, want event %s, invalid_topic, dlq_topic %s", h, ids[1], c.bad)
+	if h["event_id"] != ids[1] || h["dlq_reason"] != reason || h["dlq_topic"] != c.bad {
+		t.Fatalf("dead letter headers %v, want event %s, %s, dlq_topic %s", h, ids[1], reason, c.bad)
 	}
 	for _, want := range c.says {
 		if !strings.Contains(h["dlq_error"], want) {
@@ -197,4 +201,70 @@ func (e *env) debeziumOutbox(prefix, extra string) string {
 	e.t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
 	e.outbox = table
 	return table
+}
+
+// Issue 29 item 3: a row routed to a topic that does not exist (a new
+// event type) is a missing_topic poison record under the default
+// kafka.missing-topic: poison, once the producer's retry budget is spent,
+// under both policies; not a restart loop every ~30 s.
+func TestPoisonMissingTopic(t *testing.T) {
+	for _, policy := range []string{sink.PolicyFail, sink.PolicyDeadLetter} {
+		t.Run(policy, func(t *testing.T) {
+			e := newEnv(t)
+			t.Setenv("CDC_OUTBOX_KAFKA_DELIVERY_TIMEOUT", "2s")
+			c := imTopicCase(t, e, e.topic+".new")
+			c.reason = "missing_topic"
+			c.says = []string{"the topic does not exist", "or set kafka.missing-topic: create"}
+			topicPoison(t, e, policy, c)
+		})
+	}
+}
+
+// Issue 29 item 3: under kafka.missing-topic: create the publisher creates
+// a missing topic with kafka.topic-creation's partitions and publishes to
+// it; a creation the broker refuses (a replication factor above the
+// cluster's one broker) stops it (exit 1) with the broker's reason.
+func TestCreateMissingTopic(t *testing.T) {
+	e := newEnv(t)
+	t.Setenv("CDC_OUTBOX_KAFKA_MISSING_TOPIC", "create")
+	t.Setenv("CDC_OUTBOX_KAFKA_TOPIC_CREATION_PARTITIONS", "2")
+	t.Setenv("CDC_OUTBOX_KAFKA_TOPIC_CREATION_CONFIGS", "retention.ms:3600000")
+	t.Setenv("CDC_OUTBOX_ROUTER_TOPIC", e.topic+".{event_type}")
+	p := e.start()
+	e.insertRaw([]string{row("'new'", "1", 1, `'{}'`)})
+	created := e.topic + ".new"
+	for deadline := time.Now().Add(time.Minute); ; {
+		ids, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, created)
+		if err == nil && len(ids) != 2 {
+			t.Fatalf("created topic %s: partitions %v, want 2", created, ids)
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s not created: %v", created, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if recs := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, created), 1, time.Minute); len(recs) != 1 {
+		t.Fatalf("%d records in the created topic %s, want 1", len(recs), created)
+	}
+	if !logHas(p.log, "created a missing topic") {
+		t.Error("the creation is not logged")
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+
+	t.Setenv("CDC_OUTBOX_KAFKA_TOPIC_CREATION_REPLICATION_FACTOR", "3")
+	p = e.start()
+	e.insertRaw([]string{row("'other'", "1", 2, `'{}'`)})
+	if code := p.waitExit(t, time.Minute); code != 1 {
+		t.Fatalf("exit code %d, want 1 (creation refused)", code)
+	}
+	for _, want := range []string{"topic " + e.topic + ".other does not exist and the broker refuses to create it", "Invalid Replication Factor", "change kafka.topic-creation"} {
+		if !logHas(p.log, want) {
+			t.Errorf("the error does not say %q", want)
+		}
+	}
 }
