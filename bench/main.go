@@ -450,7 +450,7 @@ func (b *bench) rawKafka(ctx context.Context, i int) trial {
 	createTopic(topic)
 	cfg := sink.DefaultConfig()
 	cfg.Brokers = brokers
-	w := sink.NewWriter(cfg, router.New(router.Config{Topic: topic}), router.Balancer(), nopLog())
+	w := sink.NewWriter(cfg, router.New(router.Config{Topic: topic}, router.Reserved{}), router.Balancer(), nopLog())
 	in := make(chan binlog.Txn, 64)
 	var g errgroup.Group
 	defer func() { _ = g.Wait() }()

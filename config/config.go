@@ -467,9 +467,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, c.validateSources())
 	} else {
 		errs = append(errs, c.Source.Validate(), c.Router.Validate(), c.Kafka.Validate(), c.Checkpoint.Validate())
-		if c.Kafka.DeadLetterTopic != "" && c.Kafka.DeadLetterTopic == c.Router.Topic {
-			errs = append(errs, fmt.Errorf("kafka.dead-letter-topic: %q: must differ from router.topic", c.Kafka.DeadLetterTopic))
-		}
+		errs = append(errs, topicErrors(c.Source, c.Router, c.Kafka, c.Checkpoint)...)
 	}
 	for _, sec := range c.tableBeside {
 		errs = append(errs, fmt.Errorf("%s.table: not read when %s.tables is set (the tables listed there are the source's outbox tables): remove it, or list it in %s.tables as {table: ...}", sec, sec, sec))

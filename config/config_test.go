@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -325,7 +326,31 @@ func TestConfigValidateJoinsAllSections(t *testing.T) {
 		},
 		{name: "checkpoint only", mod: func(c *Config) { c.Checkpoint.Interval = time.Millisecond }, want: []string{"checkpoint.interval:"}},
 		{name: "dead-letter topic equals router.topic", mod: func(c *Config) { c.Kafka.DeadLetterTopic = c.Router.Topic },
-			want: []string{`kafka.dead-letter-topic: "im.events": must differ from router.topic`}},
+			want: []string{`router.topic: "im.events": is also kafka.dead-letter-topic`}},
+		{name: "router.topic internal", mod: func(c *Config) { c.Router.Topic = "__consumer_offsets" },
+			want: []string{`router.topic: "__consumer_offsets": a Kafka-internal topic name`}},
+		{name: "router.topic template internal", mod: func(c *Config) { c.Router.Topic = "__{event_type}" },
+			want: []string{`router.topic: "__{event_type}": a Kafka-internal topic name`}},
+		{name: "dead-letter topic internal", mod: func(c *Config) { c.Kafka.DeadLetterTopic = "__transaction_state" },
+			want: []string{`kafka.dead-letter-topic: "__transaction_state": a Kafka-internal topic name`}},
+		{name: "mirror topic internal", mod: func(c *Config) { c.Checkpoint.MirrorTopic = "__checkpoints" },
+			want: []string{`checkpoint.mirror-topic: "__checkpoints": a Kafka-internal topic name`}},
+		{name: "router.topic equals the mirror topic", mod: func(c *Config) { c.Router.Topic = c.Checkpoint.MirrorTopic },
+			want: []string{`router.topic: "cdc-outbox.checkpoints": is also checkpoint.mirror-topic`}},
+		{name: "dead-letter topic equals the mirror topic", mod: func(c *Config) { c.Kafka.DeadLetterTopic = c.Checkpoint.MirrorTopic },
+			want: []string{`kafka.dead-letter-topic: "cdc-outbox.checkpoints": is also checkpoint.mirror-topic`}},
+		{name: "mapping topic internal", mod: func(c *Config) { c.Source.Mapping = mapping.Config{Preset: "debezium", Topic: "__consumer_offsets"} },
+			want: []string{`source.mapping.topic: "__consumer_offsets": a Kafka-internal topic name`}},
+		{name: "mapping template invalid", mod: func(c *Config) {
+			c.Source.Mapping = mapping.Config{Preset: "debezium", Topic: "orders/{aggregatetype}"}
+		},
+			want: []string{`source.mapping.topic: "orders/{aggregatetype}": not a valid Kafka topic name: character '/' at 6`}},
+		{name: "table mapping topic is the dead-letter topic", mod: func(c *Config) {
+			c.Source.Tables = []binlog.TableConfig{{Table: "outbox", Mapping: mapping.Config{Preset: "debezium", Topic: c.Kafka.DeadLetterTopic}}}
+		}, want: []string{`source.tables[0].mapping.topic: "cdc-outbox.dead-letter": is also kafka.dead-letter-topic`}},
+		{name: "mapping template", mod: func(c *Config) {
+			c.Source.Mapping = mapping.Config{Preset: "debezium", Topic: "orders.{aggregatetype}"}
+		}},
 		{name: "bad poison policy", mod: func(c *Config) { c.Kafka.OnPoison = "ignore" }, want: []string{`kafka.on-poison: "ignore"`}},
 		{name: "log level must be lower case", mod: func(c *Config) { c.Log.Level = "INFO" }, want: []string{`log.level: "INFO"`}},
 	}

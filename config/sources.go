@@ -336,8 +336,8 @@ func (c *Config) validateSources() error {
 				at(err)
 			}
 		}
-		if s.Kafka.DeadLetterTopic != "" && s.Kafka.DeadLetterTopic == s.Router.Topic {
-			errs = append(errs, fmt.Errorf("sources[%d].kafka.dead-letter-topic: %q: must differ from router.topic", i, s.Kafka.DeadLetterTopic))
+		for _, err := range topicErrors(s.Source, s.Router, s.Kafka, s.Checkpoint) {
+			errs = append(errs, fmt.Errorf("sources[%d].%w", i, err))
 		}
 		me := span{i, uint64(s.Source.ServerID), uint64(s.Source.ServerID) + n - 1}
 		for _, o := range ids[s.Source.Addr] {

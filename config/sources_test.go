@@ -88,6 +88,11 @@ func TestSourcesValidate(t *testing.T) {
     source: {server-id: 7020}
     kafka: {brokers: []}
     checkpoint: {key: k4}
+  - name: e
+    source: {server-id: 7040}
+    router: {topic: __consumer_offsets}
+    checkpoint: {key: k5, mirror-topic: cp}
+    kafka: {dead-letter-topic: cp}
 `
 	_, err := LoadFor(writeConfig(t, bad), ScopeRun)
 	for _, want := range []string{
@@ -97,6 +102,8 @@ func TestSourcesValidate(t *testing.T) {
 		`sources[2].name: "b c"`,
 		"sources[2].source.server-id: 7010 (with ha.server-ids 16: 7010–7025) overlaps sources[0]'s 7000–7015",
 		"sources[3].kafka.brokers",
+		`sources[4].router.topic: "__consumer_offsets": a Kafka-internal topic name`,
+		`sources[4].kafka.dead-letter-topic: "cp": is also checkpoint.mirror-topic`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v\nwant it to contain %q", err, want)

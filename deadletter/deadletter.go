@@ -173,7 +173,7 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 	if _, err := conn.Execute("SET time_zone = '+00:00'"); err != nil {
 		return sum, fmt.Errorf("dead-letter republish: %w", err)
 	}
-	rt := router.New(cfg.Router)
+	rt := router.New(cfg.Router, cfg.ReservedTopics())
 	var kw *sink.Producer
 	if !o.DryRun {
 		kw = sink.NewProducer(cfg.Kafka, router.Balancer(), log.Named("republish"))
@@ -215,7 +215,7 @@ func Republish(ctx context.Context, cfg config.Config, o Options, log *zap.Logge
 		e.Pos = position(d.rec.Headers[router.HeaderBinlogPos])
 		e.Pos.GTID = d.rec.Headers[router.HeaderGTID]
 		m, rerr := rt.Route(&e, position(d.rec.Headers[router.HeaderTxnEnd]))
-		p, err := sink.CheckEvent(&e, &m, rerr, cfg.Kafka.BatchBytes, cfg.Kafka.DeadLetterTopic)
+		p, err := sink.CheckEvent(&e, &m, rerr, cfg.Kafka.BatchBytes)
 		if err != nil {
 			sum.Failed++
 			fmt.Fprintf(o.Out, "%s: FAILED: %v\n", was, err)

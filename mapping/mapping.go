@@ -259,6 +259,10 @@ type Mapping struct {
 	Key                                                                            []int
 	// Topic is the topic template (when TopicColumn < 0).
 	Topic Template
+	// TopicBy names the column(s) the topic comes from, for messages:
+	// the topic column, or the template's columns ("aggregatetype";
+	// "region, aggregatetype"); "" for a fixed topic.
+	TopicBy string
 	// Headers in record order.
 	Headers []Header
 	// Required are the slots whose NULL makes the row a poison record:
@@ -458,6 +462,9 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 	m.Required = append(m.Required, m.Payload)
 	if m.TopicColumn >= 0 {
 		m.Required = append(m.Required, m.TopicColumn)
+		m.TopicBy = m.Cols[m.TopicColumn]
+	} else {
+		m.TopicBy = strings.Join(m.Topic.Columns(), ", ")
 	}
 	for _, p := range m.Topic.Parts {
 		if p.Column != "" {

@@ -78,17 +78,28 @@ func (t Template) Columns() []string {
 // Append appends the template rendered over vals (by slot). ok is false
 // when a column's value is NULL (nil).
 func (t Template) Append(b []byte, vals [][]byte) ([]byte, bool) {
+	b, null, _ := t.Render(b, vals)
+	return b, null == ""
+}
+
+// Render appends the template rendered over vals (by slot) and names the
+// first column whose value is NULL (null: b then holds what was rendered
+// before it) and the first whose value is empty (empty).
+func (t Template) Render(b []byte, vals [][]byte) (out []byte, null, empty string) {
 	for _, p := range t.Parts {
 		if p.Column == "" {
 			b = append(b, p.Lit...)
 			continue
 		}
 		if p.Slot < 0 || p.Slot >= len(vals) || vals[p.Slot] == nil {
-			return b, false
+			return b, p.Column, empty
+		}
+		if len(vals[p.Slot]) == 0 && empty == "" {
+			empty = p.Column
 		}
 		b = append(b, vals[p.Slot]...)
 	}
-	return b, true
+	return b, "", empty
 }
 
 // Probe renders the template with "x" for every column: the shape whose

@@ -97,7 +97,7 @@ func RoutedTopics(ctx context.Context, cfg config.Config) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("event types of %s: %w", table, err)
 	}
-	rt := router.New(cfg.Router)
+	rt := router.New(cfg.Router, cfg.ReservedTopics())
 	seen := map[string]bool{}
 	var out []string
 	for i := 0; i < r.RowNumber(); i++ {

@@ -620,7 +620,7 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 // acknowledged position and the partition counts of topics first written.
 func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, cpw *checkpoint.Writer, saved binlog.Position) error {
 	cfg := p.cfg
-	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router), router.Balancer(), p.log)
+	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router, cfg.ReservedTopics()), router.Balancer(), p.log)
 	writer.SetObserver(p.obs)
 	writer.PinPartitions(p.parts)
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)

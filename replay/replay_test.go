@@ -66,7 +66,7 @@ func TestReplayRouter(t *testing.T) {
 	if id == NewID() {
 		t.Fatal("two replay ids are equal")
 	}
-	live := router.New(router.Config{Topic: "im.{event_type}"})
+	live := router.New(router.Config{Topic: "im.{event_type}"}, router.Reserved{})
 	want, _ := live.Route(e, end)
 	for _, override := range []string{"", "im.replay"} {
 		rt := Router{inner: live, topic: override, id: id}
@@ -115,7 +115,7 @@ func TestReplayRouter(t *testing.T) {
 // positions, in the summary.
 func TestDryRunReportsPoison(t *testing.T) {
 	sum := &Summary{PerTopic: map[string]int64{}}
-	d := newDiscard(Router{inner: router.New(router.Config{Topic: "im.events"})}, sink.Config{BatchBytes: 1 << 20}, sum)
+	d := newDiscard(Router{inner: router.New(router.Config{Topic: "im.events"}, router.Reserved{})}, sink.Config{BatchBytes: 1 << 20}, sum)
 	in := make(chan binlog.Txn, 2)
 	end := binlog.Position{File: "b.000001", Pos: 900}
 	in <- binlog.Txn{End: end, Events: []binlog.Event{

@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg config.Config, plan Plan, o Options, id string
 		live.SetBudget(budget)
 		src = live
 	}
-	rt := Router{inner: router.New(cfg.Router), topic: o.Topic, id: id}
+	rt := Router{inner: router.New(cfg.Router, cfg.ReservedTopics()), topic: o.Topic, id: id}
 	tap := &counter{src: src, rt: rt, sum: sum, out: make(chan binlog.Txn, max(cfg.Source.TxnBuffer, 1))}
 	var w pipeline.Writer = sink.NewWriter(cfg.Kafka, rt, router.Balancer(), log)
 	if o.DryRun {
@@ -189,19 +189,14 @@ func (c *counter) count(txn *binlog.Txn) {
 // transaction is "acknowledged" as soon as it is read, nothing is
 // published.
 type discard struct {
-	acks       chan sink.Ack
-	rt         Router
-	maxBytes   int64
-	deadLetter string
-	sum        *Summary
+	acks     chan sink.Ack
+	rt       Router
+	maxBytes int64
+	sum      *Summary
 }
 
 func newDiscard(rt Router, cfg sink.Config, sum *Summary) *discard {
-	dl := ""
-	if cfg.OnPoison == sink.PolicyDeadLetter {
-		dl = cfg.DeadLetterTopic
-	}
-	return &discard{acks: make(chan sink.Ack, 64), rt: rt, maxBytes: cfg.BatchBytes, deadLetter: dl, sum: sum}
+	return &discard{acks: make(chan sink.Ack, 64), rt: rt, maxBytes: cfg.BatchBytes, sum: sum}
 }
 
 func (d *discard) Acks() <-chan sink.Ack { return d.acks }
@@ -212,7 +207,7 @@ func (d *discard) Run(ctx context.Context, in <-chan binlog.Txn) error {
 		for i := range txn.Events {
 			e := &txn.Events[i]
 			m, rerr := d.rt.Route(e, txn.End)
-			p, err := sink.CheckEvent(e, &m, rerr, d.maxBytes, d.deadLetter)
+			p, err := sink.CheckEvent(e, &m, rerr, d.maxBytes)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func BenchmarkDrainDecodeRoute(b *testing.B) {
 	if path == "" || table == "" {
 		b.Skip("CDC_BENCH_BINLOG and CDC_BENCH_TABLE not set")
 	}
-	r := New(Config{Topic: "im.events"})
+	r := New(Config{Topic: "im.events"}, Reserved{})
 	events := 0
 	b.ReportAllocs()
 	cpu0 := cpuTime()

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
@@ -45,28 +44,24 @@ func (p ExplicitPartition) OutboxTable() string { return p.Table.OutboxTable() }
 func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
 	m := e.Table.Mapping
 	v := e.Vals
-	var terr error
-	var topic string
+	f := Routed{By: m.TopicBy}
 	if m.TopicColumn >= 0 {
-		if v[m.TopicColumn] == nil {
-			terr = &TopicError{EventType: "", Topic: "", Err: errors.New("the topic column " + m.Cols[m.TopicColumn] + " is NULL")}
-		} else {
-			topic = string(v[m.TopicColumn])
+		switch c := v[m.TopicColumn]; {
+		case c == nil:
+			f.Null = m.TopicBy
+		case len(c) == 0:
+			f.Empty = m.TopicBy
+		default:
+			f.Topic = string(c)
 		}
 	} else if name, fixed := m.Topic.Fixed(); fixed {
-		topic = name
+		f.Topic = name
 	} else {
-		b, ok := m.Topic.Append(make([]byte, 0, 64), v)
-		topic = string(b)
-		if !ok {
-			terr = &TopicError{Topic: topic, Err: errors.New("a column of the topic template is NULL")}
-		}
+		b, null, empty := m.Topic.Render(make([]byte, 0, 64), v)
+		f.Topic, f.Null, f.Empty = string(b), null, empty
 	}
-	if terr == nil && m.TopicColumn >= 0 || terr == nil && len(m.Topic.Parts) > 1 {
-		if err := validTopic(topic); err != nil {
-			terr = &TopicError{EventType: topic, Topic: topic, Err: err}
-		}
-	}
+	topic := f.Topic
+	terr := CheckTopic(f, r.reserved)
 
 	n := 2*11 + len(e.Pos.File) + len(end.File) + len(e.Pos.GTID) + 64
 	buf := make([]byte, 0, n)

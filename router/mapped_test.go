@@ -13,18 +13,8 @@ import (
 func TestRouteCarriesTable(t *testing.T) {
 	cols := []mapping.Column{{Name: "id", DataType: "varchar"}, {Name: "aggregatetype", DataType: "varchar"}, {Name: "aggregateid", DataType: "varchar"},
 		{Name: "type", DataType: "varchar"}, {Name: "payload", DataType: "json"}, {Name: "part", DataType: "int"}}
-	compile := func(c mapping.Config) *binlog.Table {
-		ts, err := binlog.NewTableSet(binlog.Config{Schema: "shop", Table: "outbox", Mapping: c}, "im.events")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := ts.Compile("shop", "outbox", cols)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tbl
-	}
-	r := New(Config{Topic: "im.events"})
+	compile := func(c mapping.Config) *binlog.Table { return compileTable(t, c, cols) }
+	r := New(Config{Topic: "im.events"}, Reserved{})
 	vals := func(tbl *binlog.Table) [][]byte {
 		v := make([][]byte, len(tbl.Mapping.Cols))
 		for s, c := range tbl.Mapping.Cols {
@@ -56,4 +46,18 @@ func TestRouteCarriesTable(t *testing.T) {
 	if m.WriterData != nil {
 		t.Fatalf("im record WriterData %#v, want none", m.WriterData)
 	}
+}
+
+// compileTable compiles mapping c for a table shop.outbox of cols.
+func compileTable(t *testing.T, c mapping.Config, cols []mapping.Column) *binlog.Table {
+	t.Helper()
+	ts, err := binlog.NewTableSet(binlog.Config{Schema: "shop", Table: "outbox", Mapping: c}, "im.events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := ts.Compile("shop", "outbox", cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
 }

@@ -23,7 +23,7 @@ func TestREADMERecordsTableIsTheIMPreset(t *testing.T) {
 	want = append(want, HeaderBinlogPos, HeaderTxnEnd, HeaderGTID)
 
 	ev := binlog.Event{ID: 1, EventType: "a", Pos: binlog.Position{File: "f", Pos: 4, GTID: "0-1-1"}}
-	m, err := New(Config{Topic: "im.events"}).Route(&ev, binlog.Position{File: "f", Pos: 9})
+	m, err := New(Config{Topic: "im.events"}, Reserved{}).Route(&ev, binlog.Position{File: "f", Pos: 9})
 	if err != nil {
 		t.Fatal(err)
 	}

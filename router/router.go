@@ -52,7 +52,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("router.topic: %q: %q at %d is not part of a known placeholder: the only placeholder is %s (e.g. im.%s)",
 			c.Topic, probe[i], i, placeholder, placeholder)
 	}
-	if err := validTopic(probe); err != nil {
+	if err := ValidTopic(probe); err != nil {
 		return fmt.Errorf("router.topic: %q: %v", c.Topic, err)
 	}
 	return nil
@@ -62,36 +62,43 @@ func (c *Config) Validate() error {
 type Router struct {
 	topic    string
 	template bool
+	reserved Reserved
+	fixed    error // CheckTopic's verdict on a fixed router.topic
 }
 
-// New returns a Router for a validated Config.
-func New(cfg Config) *Router {
-	return &Router{topic: cfg.Topic, template: strings.Contains(cfg.Topic, placeholder)}
+// New returns a Router for a validated Config; no record is routed to the
+// reserved topics (kafka.dead-letter-topic, checkpoint.mirror-topic).
+func New(cfg Config, reserved Reserved) *Router {
+	r := &Router{topic: cfg.Topic, template: strings.Contains(cfg.Topic, placeholder), reserved: reserved}
+	if !r.template {
+		r.fixed = CheckTopic(Routed{Topic: cfg.Topic}, reserved)
+	}
+	return r
 }
 
-// Topic returns the topic of an event type. An invalid name gives a
-// *TopicError (matching ErrTopic) together with the invalid name.
+// Topic returns the topic of an event type. A topic no record may go to
+// (CheckTopic) gives a *TopicError (matching ErrTopic) together with the
+// name.
 func (r *Router) Topic(eventType string) (string, error) {
 	if !r.template {
-		return r.topic, nil
+		return r.topic, r.fixed
 	}
 	t := strings.ReplaceAll(r.topic, placeholder, eventType)
+	f := Routed{Topic: t, By: HeaderEventType}
 	if eventType == "" {
 		// "im." is a valid name, but not the topic of any event type.
-		return t, &TopicError{EventType: eventType, Topic: t, Err: errors.New("empty event_type with a topic template")}
+		f.Empty = HeaderEventType
 	}
-	if err := validTopic(t); err != nil {
-		return t, &TopicError{EventType: eventType, Topic: t, Err: err}
-	}
-	return t, nil
+	return t, CheckTopic(f, r.reserved)
 }
 
 // Route returns the record for e. end is the position after e's transaction.
 //
-// When e's event_type gives an invalid topic, Route returns a *TopicError
-// (matching ErrTopic) together with the complete record, its Topic set to
-// the invalid name, so that a dead-letter policy can keep its key, value
-// and headers.
+// When e's topic may not take the record (CheckTopic: an invalid or
+// Kafka-internal name, an empty placeholder value, a reserved topic),
+// Route returns a *TopicError (matching ErrTopic) together with the
+// complete record, its Topic set to that name, so that a dead-letter
+// policy can keep its key, value and headers.
 func (r *Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
 	if e.Table != nil && !e.Table.Mapping.IM {
 		return r.routeMapped(e, end)
@@ -149,27 +156,6 @@ func appendFilePos(b []byte, p binlog.Position) []byte {
 	b = append(b, p.File...)
 	b = append(b, ':')
 	return strconv.AppendUint(b, uint64(p.Pos), 10)
-}
-
-// ValidTopic reports why Kafka would reject the topic name t, or nil.
-func ValidTopic(t string) error { return validTopic(t) }
-
-// validTopic applies Kafka's topic name rules (kafka.common.internals.Topic):
-// 1-249 characters of [a-zA-Z0-9._-], not "." or "..".
-func validTopic(t string) error {
-	if t == "" || len(t) > 249 {
-		return fmt.Errorf("length %d: want 1 to 249 characters", len(t))
-	}
-	if t == "." || t == ".." {
-		return errors.New(`"." and ".." are not allowed`)
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("character %q at %d: only [a-zA-Z0-9._-] are allowed", c, i)
-		}
-	}
-	return nil
 }
 
 // Balancer returns the partitioner the sink uses: kafka-go's Murmur2Balancer,

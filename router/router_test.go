@@ -47,7 +47,7 @@ func TestRoute(t *testing.T) {
 		{"{event_type}-v1", "message.created-v1", nil},
 	}
 	for _, c := range cases {
-		r := New(Config{Topic: c.topic})
+		r := New(Config{Topic: c.topic}, Reserved{})
 		m, err := r.Route(&ev, end)
 		if !errors.Is(err, c.err) {
 			t.Fatalf("%s: err %v", c.topic, err)
@@ -83,14 +83,14 @@ func TestRoute(t *testing.T) {
 }
 
 func TestRouteRejectsBadTopic(t *testing.T) {
-	r := New(Config{Topic: "im.{event_type}"})
+	r := New(Config{Topic: "im.{event_type}"}, Reserved{})
 	m, err := r.Route(&binlog.Event{ID: 7, EventType: "bad type/x", ConversationID: 3}, binlog.Position{})
 	if !errors.Is(err, ErrTopic) {
 		t.Fatalf("want ErrTopic, got %v", err)
 	}
 	// The record comes back too, for a dead-letter policy.
 	var te *TopicError
-	if !errors.As(err, &te) || te.Topic != "im.bad type/x" || te.EventType != "bad type/x" {
+	if !errors.As(err, &te) || te.Topic != "im.bad type/x" || te.By != "event_type" || !errors.Is(err, ErrTopicName) {
 		t.Fatalf("TopicError %+v", te)
 	}
 	if m.Topic != "im.bad type/x" || string(m.Key) != "3" || len(m.Headers) == 0 {
@@ -115,7 +115,7 @@ func BenchmarkRoute(b *testing.B) {
 		SenderID: 5001, ReceiverID: 5002, Payload: bytes.Repeat([]byte("x"), 500), CreatedAt: "2026-11-29 10:00:00.123456",
 		Pos: binlog.Position{File: "mariadb-bin.000001", Pos: 123456789, GTID: "0-1-99999"}}
 	end := binlog.Position{File: "mariadb-bin.000001", Pos: 123999999}
-	r := New(Config{Topic: "im.events"})
+	r := New(Config{Topic: "im.events"}, Reserved{})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.Route(&ev, end); err != nil {
@@ -144,14 +144,14 @@ func TestConfigValidateNamesPlaceholders(t *testing.T) {
 // record to send there.
 func TestRouteEmptyEventTypeWithTemplate(t *testing.T) {
 	for _, tmpl := range []string{"im.{event_type}", "{event_type}-v1", "{event_type}"} {
-		r := New(Config{Topic: tmpl})
+		r := New(Config{Topic: tmpl}, Reserved{})
 		_, err := r.Route(&binlog.Event{ID: 7, EventType: "", ConversationID: 3}, binlog.Position{})
 		if !errors.Is(err, ErrTopic) || !strings.Contains(err.Error(), "empty") {
 			t.Errorf("%s: want ErrTopic naming the empty event_type, got %v", tmpl, err)
 		}
 	}
 	// A fixed topic does not use event_type: an empty one is fine.
-	if _, err := New(Config{Topic: "im.events"}).Route(&binlog.Event{ID: 7}, binlog.Position{}); err != nil {
+	if _, err := New(Config{Topic: "im.events"}, Reserved{}).Route(&binlog.Event{ID: 7}, binlog.Position{}); err != nil {
 		t.Errorf("fixed topic: %v", err)
 	}
 }
@@ -161,7 +161,7 @@ func TestRouteEmptyEventTypeWithTemplate(t *testing.T) {
 func TestRouteUnsignedConversationKey(t *testing.T) {
 	big := uint64(1)<<63 + 5
 	ev := binlog.Event{ID: 1<<63 + 1, EventType: "x", ConversationID: int64(big), ConversationUnsigned: true}
-	m, err := New(Config{Topic: "im.events"}).Route(&ev, binlog.Position{})
+	m, err := New(Config{Topic: "im.events"}, Reserved{}).Route(&ev, binlog.Position{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,20 @@ type Config struct {
 	// DeadLetterTopic in its place and carries on.
 	OnPoison string `yaml:"on-poison" env:"ON_POISON"`
 	// DeadLetterTopic receives the dead-letter records under PolicyDeadLetter.
-	// Create it like the other topics; it must differ from router.topic.
+	// Create it like the other topics; it must differ from router.topic,
+	// the mappings' topics and checkpoint.mirror-topic (config checks),
+	// and no record is routed to it (router.CheckTopic).
 	DeadLetterTopic string `yaml:"dead-letter-topic" env:"DEAD_LETTER_TOPIC"`
+	// MissingTopic is what a record for a topic that does not exist is:
+	// MissingTopicPoison ("poison", the default), a poison record
+	// (missing_topic) under OnPoison once the topic is still missing after
+	// MaxAttempts and DeliveryTimeout; MissingTopicCreate ("create"), the
+	// publisher creates it as TopicCreation says (refused: the publisher
+	// stops with the broker's reason). See docs/poison.md.
+	MissingTopic string `yaml:"missing-topic" env:"MISSING_TOPIC"`
+	// TopicCreation: partitions, replication factor and configs of the
+	// topics created under MissingTopicCreate.
+	TopicCreation TopicCreation `yaml:"topic-creation" envPrefix:"TOPIC_CREATION_"`
 	// TLS and SASL secure every Kafka connection of every command
 	// (security.go): producer, metadata and the partition readers.
 	TLS  secure.TLS `yaml:"tls" envPrefix:"TLS_"`
@@ -128,6 +140,9 @@ func DefaultConfig() Config {
 
 		OnPoison:        PolicyFail,
 		DeadLetterTopic: DefaultDeadLetterTopic,
+
+		MissingTopic:  MissingTopicPoison,
+		TopicCreation: TopicCreation{Partitions: -1, ReplicationFactor: -1},
 	}
 }
 
@@ -198,6 +213,22 @@ func (c *Config) Validate() error {
 		}
 	} else if err := router.ValidTopic(c.DeadLetterTopic); err != nil {
 		bad("dead-letter-topic", "%q: %v", c.DeadLetterTopic, err)
+	}
+	switch c.MissingTopic {
+	case "", MissingTopicPoison, MissingTopicCreate:
+	default:
+		bad("missing-topic", "%q: want %s or %s", c.MissingTopic, MissingTopicPoison, MissingTopicCreate)
+	}
+	if tc := c.TopicCreation; tc.Partitions < -1 {
+		bad("topic-creation.partitions", "%d: want -1 (the broker's num.partitions) or at least 1", tc.Partitions)
+	}
+	if tc := c.TopicCreation; tc.ReplicationFactor < -1 || tc.ReplicationFactor > 32767 {
+		bad("topic-creation.replication-factor", "%d: want -1 (the broker's default.replication.factor) or 1 to 32767", tc.ReplicationFactor)
+	}
+	for k := range c.TopicCreation.Configs {
+		if k == "" {
+			bad("topic-creation.configs", "a config with an empty name")
+		}
 	}
 	c.validateSecurity(bad, &errs)
 	return errors.Join(errs...)

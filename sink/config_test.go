@@ -65,7 +65,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "dead-letter without topic", mod: func(c *Config) { c.OnPoison, c.DeadLetterTopic = PolicyDeadLetter, "" },
 			want: []string{"kafka.dead-letter-topic: required with on-poison: dead-letter"}},
 		{name: "invalid dead-letter topic", mod: func(c *Config) { c.DeadLetterTopic = "dead letters" },
-			want: []string{`kafka.dead-letter-topic: "dead letters": character ' ' at 4`}},
+			want: []string{`kafka.dead-letter-topic: "dead letters": not a valid Kafka topic name: character ' ' at 4`}},
 		{name: "dead-letter topic template", mod: func(c *Config) { c.DeadLetterTopic = "dlq.{event_type}" },
 			want: []string{`kafka.dead-letter-topic: "dlq.{event_type}"`}},
 		{

@@ -19,7 +19,7 @@
 // catching up, queued transactions are merged into full rounds (throughput).
 //
 // Poison records (Check: a payload that is not valid JSON, a record larger
-// than BatchBytes, an event_type giving an invalid topic, and a record the
+// than BatchBytes, a topic the router refuses (router.CheckTopic), and a record the
 // broker rejects alone with MESSAGE_TOO_LARGE) follow Config.OnPoison.
 // PolicyFail writes and acknowledges the transactions before the poison
 // one and stops with a *PoisonError; PolicyDeadLetter writes everything

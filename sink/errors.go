@@ -85,7 +85,7 @@ type PoisonError struct {
 	// where the checkpoint lands; zero when this run acknowledged none (the
 	// checkpoint then stays where the run started).
 	Resume binlog.Position
-	Err    error // the cause, matching ErrRecordTooLarge, ErrInvalidJSON, router.ErrTopic, ErrDeadLetterTopic or binlog.ErrDecode
+	Err    error // the cause, matching ErrRecordTooLarge, ErrInvalidJSON, router.ErrTopic or binlog.ErrDecode
 }
 
 func (e *PoisonError) Error() string {

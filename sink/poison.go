@@ -23,19 +23,19 @@ const (
 	// ReasonBrokerTooLarge: the broker rejected the record alone with
 	// MESSAGE_TOO_LARGE (message.max.bytes / the topic's max.message.bytes).
 	ReasonBrokerTooLarge Reason = "broker_too_large"
-	// ReasonInvalidTopic: the event_type gives an invalid topic name (or
-	// an empty one with a template, or the dead-letter topic's name).
+	// ReasonInvalidTopic: the routed topic may not take the record
+	// (router.CheckTopic: an invalid or Kafka-internal name, an empty
+	// placeholder value, the dead-letter or the checkpoint mirror topic).
 	ReasonInvalidTopic Reason = "invalid_topic"
+	// ReasonMissingTopic: the routed topic does not exist (after the
+	// producer's retry budget) under kafka.missing-topic: poison.
+	ReasonMissingTopic Reason = "missing_topic"
 	// ReasonUndecodable: the binlog reader could not turn the row into an
 	// event (binlog.Event.Err: a NULL or out-of-range value in an outbox
 	// column, or a NULL in the id, key, topic or payload column of its
 	// mapping); the record carries what could be decoded.
 	ReasonUndecodable Reason = "undecodable"
 )
-
-// ErrDeadLetterTopic reports an event_type whose topic is the dead-letter
-// topic: its records would be mistaken for dead letters.
-var ErrDeadLetterTopic = errors.New("sink: the event_type's topic is the dead-letter topic")
 
 // Headers added to dead-letter records, on top of all the normal headers
 // (router.Header*, including the source position headers binlog_pos,
@@ -60,7 +60,7 @@ const (
 // Poison describes why a record can never be published as it is.
 type Poison struct {
 	Reason Reason
-	Err    error  // the cause, matching ErrInvalidJSON, ErrRecordTooLarge, router.ErrTopic, ErrDeadLetterTopic or binlog.ErrDecode
+	Err    error  // the cause, matching ErrInvalidJSON, ErrRecordTooLarge, router.ErrTopic or binlog.ErrDecode
 	Topic  string // the topic the record was meant for (the invalid name for ReasonInvalidTopic)
 	Table  string // the row's table ("schema.table"; "" for the single im table: binlog.Event.Table nil)
 }
@@ -99,28 +99,21 @@ func check(m *kafka.Message, routeErr error, maxBytes int64, jsonPayload bool) (
 // CheckEvent is Check for an event and its routed record, as the Writer
 // applies it (and "dead-letter republish" should): an event the reader
 // could not decode (e.Err) is poison whatever its record
-// (ReasonUndecodable), and a record for the dead-letter topic deadLetter
-// (non-empty: kafka.dead-letter-topic) is poison (ReasonInvalidTopic,
-// ErrDeadLetterTopic); otherwise Check decides (without the JSON
-// validation for a mapping whose payload-format is raw).
-func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
-	p, err := checkEvent(e, m, routeErr, maxBytes, deadLetter)
+// (ReasonUndecodable); otherwise Check decides (without the JSON
+// validation for a mapping whose payload-format is raw). The topic was
+// decided by the router (router.CheckTopic, routeErr).
+func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
+	var p *Poison
+	var err error
+	if e.Err != nil {
+		p = &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}
+	} else {
+		// Without the JSON validation when the event's mapping says its
+		// payload is not JSON (payload-format: raw).
+		p, err = check(m, routeErr, maxBytes, e.Table == nil || e.Table.Mapping.PayloadJSON)
+	}
 	if p != nil && e.Table != nil {
 		p.Table = e.Table.String()
-	}
-	return p, err
-}
-
-func checkEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int64, deadLetter string) (*Poison, error) {
-	if e.Err != nil {
-		return &Poison{Reason: ReasonUndecodable, Err: e.Err, Topic: m.Topic}, nil
-	}
-	// Without the JSON validation when the event's mapping says its
-	// payload is not JSON (payload-format: raw).
-	p, err := check(m, routeErr, maxBytes, e.Table == nil || e.Table.Mapping.PayloadJSON)
-	if p == nil && err == nil && deadLetter != "" && m.Topic == deadLetter {
-		return &Poison{Reason: ReasonInvalidTopic, Topic: m.Topic,
-			Err: fmt.Errorf("%w: event_type %q gives topic %s, which is kafka.dead-letter-topic: correct the row's event_type, or choose another dead-letter topic", ErrDeadLetterTopic, e.EventType, m.Topic)}, nil
 	}
 	return p, err
 }

@@ -77,7 +77,7 @@ func testConfig(policy string) Config {
 // rounds) and returns Run's error, the acknowledged positions and the Writer.
 func run(t *testing.T, cfg Config, fk *fakeKafka, txns ...binlog.Txn) (error, []binlog.Position, *Writer) {
 	t.Helper()
-	w := newWriter(cfg, router.New(router.Config{Topic: "im.{event_type}"}), fk, zap.NewNop())
+	w := newWriter(cfg, router.New(router.Config{Topic: "im.{event_type}"}, router.Reserved{DeadLetter: cfg.DeadLetterTopic}), fk, zap.NewNop())
 	in := make(chan binlog.Txn, len(txns))
 	for _, x := range txns {
 		in <- x
@@ -116,7 +116,7 @@ func headers(m *kafka.Message) map[string]string {
 }
 
 func TestCheck(t *testing.T) {
-	r := router.New(router.Config{Topic: "im.{event_type}"})
+	r := router.New(router.Config{Topic: "im.{event_type}"}, router.Reserved{})
 	big := `"` + strings.Repeat("x", 5000) + `"`
 	cases := []struct {
 		name      string
@@ -164,7 +164,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestDeadLetterRecord(t *testing.T) {
-	r := router.New(router.Config{Topic: "im.events"})
+	r := router.New(router.Config{Topic: "im.events"}, router.Reserved{})
 	e := binlog.Event{ID: 42, EventType: "message.created", ConversationID: 1001, SeqNo: 3, Payload: []byte(`{"a":`),
 		Pos: binlog.Position{File: "bin.000002", Pos: 777, GTID: "0-1-5"}}
 	m, _ := r.Route(&e, binlog.Position{File: "bin.000002", Pos: 900})
@@ -419,7 +419,7 @@ func TestBrokerTooLargeResendRetryable(t *testing.T) {
 	t1 := txn(1000, ev(1, 1, pl(600)), ev(2, 1, pl(600)), ev(3, 1, pl(10)))
 	cfg := testConfig(PolicyDeadLetter)
 	cfg.BatchBytes = 100000
-	w := newWriter(cfg, router.New(router.Config{Topic: "im.{event_type}"}), fk, zap.NewNop())
+	w := newWriter(cfg, router.New(router.Config{Topic: "im.{event_type}"}, router.Reserved{}), fk, zap.NewNop())
 	// Fail event 2's resend with a transient error: the first round fails
 	// as too large (1200 > 1000), then 1 is written and 2 fails.
 	fk2 := &failAfter{fakeKafka: fk, after: 2, id: "2", err: kafka.NotEnoughReplicas}

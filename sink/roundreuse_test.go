@@ -69,7 +69,7 @@ func TestWriterRoundSlicesAfterEmptyRound(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter(cfg, router.New(router.Config{Topic: "t"}), router.Balancer(), zap.NewNop())
+	w := NewWriter(cfg, router.New(router.Config{Topic: "t"}, router.Reserved{}), router.Balancer(), zap.NewNop())
 	obs := &idObserver{}
 	w.SetObserver(obs)
 	in := make(chan binlog.Txn)

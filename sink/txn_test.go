@@ -230,7 +230,7 @@ func eosWriter(t *testing.T, cl *kfake.Cluster, interval time.Duration) *Writer 
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return NewWriter(cfg.Transactional("k"), router.New(router.Config{Topic: "t"}), router.Balancer(), zap.NewNop())
+	return NewWriter(cfg.Transactional("k"), router.New(router.Config{Topic: "t"}, router.Reserved{}), router.Balancer(), zap.NewNop())
 }
 
 // binlogTxns returns binlog transactions from event id first on: sizes[i]

@@ -18,7 +18,8 @@ import (
 )
 
 // Router maps an event to its record; *router.Router implements it. On
-// router.ErrTopic it returns the record too, its Topic the invalid name.
+// router.ErrTopic (a topic no record may go to, router.CheckTopic) it
+// returns the record too, its Topic that name.
 type Router interface {
 	Route(e *binlog.Event, end binlog.Position) (kafka.Message, error)
 }
@@ -52,7 +53,8 @@ type Writer struct {
 	owns   []binlog.Position // Txn.Own of each pending transaction: its own end, for headers and errors
 	parts  int               // topics in the last Ack's Partitions
 	obs    Observer
-	prod   *Producer // kw before any wrapping; nil with a fake
+	prod   *Producer  // kw before any wrapping; nil with a fake
+	gate   *topicGate // does a record's topic exist (kafka.missing-topic); nil with a fake
 
 	flights []flight    // rounds in flight (pipelined), oldest first
 	spare   []flight    // the slices of landed rounds, for the next rounds (roundSlices)
@@ -124,6 +126,7 @@ func NewWriter(cfg Config, r Router, balancer kafka.Balancer, log *zap.Logger) *
 	p := NewProducer(cfg, balancer, log)
 	w := newWriter(cfg, r, p, log)
 	w.prod = p
+	w.gate = newTopicGate(cfg, log)
 	return w
 }
 
@@ -174,6 +177,9 @@ func (w *Writer) Acks() <-chan Ack { return w.acks }
 func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 	defer close(w.acks)
 	defer w.kw.Close()
+	if w.gate != nil {
+		defer w.gate.close()
+	}
 	var pending []binlog.Position // ends of transactions with records in w.msgs
 	for {
 		var txn binlog.Txn
@@ -307,7 +313,10 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 	for i := range txn.Events {
 		e := &txn.Events[i]
 		m, err := w.router.Route(e, own)
-		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes, w.cfg.DeadLetterTopic)
+		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes)
+		if p == nil && err == nil && w.gate != nil {
+			p, err = w.gate.check(ctx, m.Topic)
+		}
 		if err != nil {
 			return &WriteError{EventID: e.EventID(), Topic: m.Topic, Pos: own, Err: err}
 		}
@@ -613,9 +622,11 @@ func compression(name string) (compress.Codec, error) {
 // IsFatal reports whether err is a write error that a restart cannot fix:
 // a poison record under the fail policy (ErrPoison), a record too large
 // (ErrRecordTooLarge), a topic's partition count changed under the
-// publisher (ErrPartitionCount), or a broker refusal that does not go away.
+// publisher (ErrPartitionCount), a missing topic the broker refuses to
+// create (ErrTopicCreation), or a broker refusal that does not go away.
 func IsFatal(err error) bool {
-	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrPartitionCount) || errors.Is(err, ErrFenced) {
+	if errors.Is(err, ErrPoison) || errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrPartitionCount) || errors.Is(err, ErrFenced) ||
+		errors.Is(err, ErrTopicCreation) {
 		return true
 	}
 	// TLS and SASL (security.go): a handshake or login no retry fixes.

@@ -97,6 +97,9 @@ published.`,
 				if err := router.ValidTopic(o.Topic); err != nil {
 					return fmt.Errorf("--topic %q: %w", o.Topic, err)
 				}
+				if key := cfg.ReservedTopics().Key(o.Topic); key != "" {
+					return fmt.Errorf("--topic %q: is %s: records there would pass for the publisher's own; give another topic", o.Topic, key)
+				}
 			}
 			live, ids := cfg.Source.ServerID, uint32(cfg.HA.IDs())
 			if !cmd.Flags().Changed("server-id") {

@@ -266,18 +266,9 @@ func TestMappingGenericBackfillPrune(t *testing.T) {
 func TestMappingRecoverFromHeaders(t *testing.T) {
 	e := newEnv(t)
 	e.noMirror = true
-	table := "dbr_" + e.name
 	topic := e.topic + ".orders"
 	createTopic(t, topic, partitions)
-	e.exec("CREATE TABLE " + table + ` (
-		id CHAR(36) NOT NULL PRIMARY KEY,
-		aggregatetype VARCHAR(255) NOT NULL,
-		aggregateid VARCHAR(255) NOT NULL,
-		type VARCHAR(255) NOT NULL,
-		payload JSON,
-		seq BIGINT NOT NULL)`)
-	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
-	e.outbox = table
+	table := e.debeziumOutbox("dbr_", ",\n\t\tseq BIGINT NOT NULL")
 	e.sourceExtra = fmt.Sprintf(`  mapping:
     preset: debezium
     topic: %s
