@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
@@ -43,6 +44,21 @@ type Reader struct {
 	// transaction starting at file:start (set by Run: SHOW BINLOG EVENTS
 	// on a connection of its own); nil: unknown.
 	findCommit func(file string, start uint32) (uint32, error)
+	// heard: when the server was last heard from (a transaction read, a
+	// heartbeat), Unix nanoseconds; 0: not yet (LastHeard).
+	heard atomic.Int64
+}
+
+// LastHeard returns when the reader last heard from the server: an event
+// between transactions (the start of any transaction, whatever its
+// tables), or a heartbeat (which the server sends only when it has nothing
+// newer); zero before either. Safe for concurrent use (the
+// health metrics read it at scrape time).
+func (r *Reader) LastHeard() time.Time {
+	if n := r.heard.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // NewReader returns a Reader that starts at from. flavor is the detected
@@ -197,6 +213,11 @@ func (r *Reader) Run(ctx context.Context) error {
 				err = classify(r.historyChanged(err, st))
 			}
 			return &PositionError{Pos: st.resume(), Err: err}
+		}
+		if !st.inTxn {
+			// Heard from the server: a heartbeat, or an event between
+			// transactions (each transaction's GTID/BEGIN, any table's).
+			r.heard.Store(time.Now().UnixNano())
 		}
 		if r.obs != nil && !st.inTxn && isHeartbeat(ev.Header.EventType) {
 			// The server sends heartbeats only when it has nothing newer:

@@ -143,6 +143,11 @@ type Source struct {
 	isConnected, isCaughtUp bool
 	lastCommit              time.Time // newest acknowledged commit time
 	okUntil                 time.Time // when it was last connected and caught up
+	// heard tells when the source was last heard from (SetHeard); heardBefore
+	// is what an earlier reader's said, kept across pipeline restarts.
+	heard       func() time.Time
+	heardBefore time.Time
+	stale       time.Duration // caught up, but nothing heard for longer: not caught up
 	// checkpoint facts for checkpoint_age_seconds
 	lastAcked    binlog.Position
 	pending      bool
@@ -158,6 +163,9 @@ const LabelSource = "source"
 var (
 	secondsBehindDesc = prometheus.NewDesc(Prefix+"seconds_behind_source",
 		"Seconds the publisher is behind the source, computed at scrape time: 0 while caught up (at the end of the binlog, everything read acknowledged); otherwise now minus the later of the newest acknowledged commit time and the last moment it was caught up, so it keeps growing while the publisher is behind, stalled or disconnected (1 s resolution). NaN while neither is known.",
+		[]string{LabelSource}, nil)
+	heardAgeDesc = prometheus.NewDesc(Prefix+"source_heard_age_seconds",
+		"Seconds since the source was last heard from (a transaction read or a heartbeat), computed at scrape time; NaN before anything was heard. Grows while the source is frozen or unreachable, whatever the publisher's state; compare with time() - acked_commit_timestamp_seconds, the age of the newest committed event published.",
 		[]string{LabelSource}, nil)
 	checkpointAgeDesc = prometheus.NewDesc(Prefix+"checkpoint_age_seconds",
 		"Seconds that acknowledged progress has waited to be written to the checkpoint, computed at scrape time; 0 when the stored checkpoint is the newest acknowledged position (an idle publisher's checkpoint is not old).",
@@ -269,6 +277,7 @@ type scraped struct{ m *Metrics }
 
 func (c scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- secondsBehindDesc
+	ch <- heardAgeDesc
 	ch <- checkpointAgeDesc
 }
 
@@ -281,6 +290,7 @@ func (c scraped) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Unlock()
 	for _, s := range ss {
 		ch <- prometheus.MustNewConstMetric(secondsBehindDesc, prometheus.GaugeValue, s.SecondsBehind(), s.name)
+		ch <- prometheus.MustNewConstMetric(heardAgeDesc, prometheus.GaugeValue, s.HeardAge(), s.name)
 		ch <- prometheus.MustNewConstMetric(checkpointAgeDesc, prometheus.GaugeValue, s.CheckpointAge(), s.name)
 	}
 }
@@ -486,7 +496,12 @@ func (s *Source) SourceState(connected, caughtUp bool) {
 	now := s.now()
 	s.mu.Lock()
 	if s.isConnected && s.isCaughtUp && !caughtUp {
+		// Caught up for sure until the source was last heard from (a
+		// frozen source said nothing since), and no later than now.
 		s.okUntil = now
+		if h := s.lastHeardLocked(); !h.IsZero() && h.Before(now) && now.Sub(h) > s.stale {
+			s.okUntil = h
+		}
 	}
 	s.isConnected, s.isCaughtUp = connected, caughtUp
 	s.mu.Unlock()
@@ -505,21 +520,63 @@ func (s *Source) SeedCommitTime(t time.Time) {
 	s.mu.Unlock()
 }
 
+// SetHeard gives the function that tells when the source was last heard
+// from (the binlog reader's LastHeard: a transaction read or a
+// heartbeat; zero: nothing yet), replacing an earlier one (a pipeline
+// restart: what it said is kept), and stale: how long a caught-up source
+// may stay silent (heartbeats come every source.heartbeat-period) before
+// it counts as behind from when it was last heard.
+func (s *Source) SetHeard(fn func() time.Time, stale time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heardBefore = s.lastHeardLocked()
+	s.heard, s.stale = fn, stale
+}
+
+func (s *Source) lastHeardLocked() time.Time {
+	h := s.heardBefore
+	if s.heard != nil {
+		if t := s.heard(); t.After(h) {
+			h = t
+		}
+	}
+	return h
+}
+
+// HeardAge is the value of cdc_outbox_source_heard_age_seconds now:
+// seconds since the source was last heard from, NaN before.
+func (s *Source) HeardAge() float64 {
+	now := s.now()
+	s.mu.Lock()
+	h := s.lastHeardLocked()
+	s.mu.Unlock()
+	if h.IsZero() {
+		return math.NaN()
+	}
+	return max(now.Sub(h).Seconds(), 0)
+}
+
 // SecondsBehind is the value of cdc_outbox_seconds_behind_source now.
 func (s *Source) SecondsBehind() float64 {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SecondsBehind(s.isConnected && s.isCaughtUp, s.lastCommit, s.okUntil, now)
+	return SecondsBehind(s.isConnected && s.isCaughtUp, s.lastCommit, s.okUntil, s.lastHeardLocked(), s.stale, now)
 }
 
-// SecondsBehind decides the lag: 0 when caught up; otherwise the seconds
-// from the later of lastCommit (the newest acknowledged commit time) and
-// okUntil (when it was last caught up) to now, never negative; NaN when
-// both are zero (nothing known).
-func SecondsBehind(caughtUp bool, lastCommit, okUntil, now time.Time) float64 {
+// SecondsBehind decides the lag: 0 when caught up and the source was
+// heard from within stale (or stale is 0: not followed); caught up but
+// silent for longer (a frozen source: nothing read, no heartbeat), the
+// seconds since it was last heard from; otherwise the seconds from the
+// later of lastCommit (the newest acknowledged commit time) and okUntil
+// (when it was last known caught up) to now. Never negative; NaN when
+// nothing is known.
+func SecondsBehind(caughtUp bool, lastCommit, okUntil, heard time.Time, stale time.Duration, now time.Time) float64 {
 	if caughtUp {
-		return 0
+		if stale <= 0 || heard.IsZero() || now.Sub(heard) <= stale {
+			return 0
+		}
+		return now.Sub(heard).Seconds()
 	}
 	base := lastCommit
 	if okUntil.After(base) {

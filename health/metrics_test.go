@@ -161,7 +161,7 @@ func TestSecondsBehind(t *testing.T) {
 		{"nothing known", false, time.Time{}, time.Time{}, t0, math.NaN()},
 		{"commit time ahead of the clock", false, t0.Add(time.Second), time.Time{}, t0, 0},
 	} {
-		got := SecondsBehind(c.caughtUp, c.lastCommit, c.okUntil, c.now)
+		got := SecondsBehind(c.caughtUp, c.lastCommit, c.okUntil, time.Time{}, 0, c.now)
 		if got != c.want && !(math.IsNaN(got) && math.IsNaN(c.want)) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
@@ -204,6 +204,57 @@ func TestSecondsBehindGrowsWhileDisconnected(t *testing.T) {
 	m.SourceState(false, true) // connected false implies not caught up
 	if testutil.ToFloat64(m.caughtUpG) != 0 {
 		t.Errorf("caught_up 1 while disconnected")
+	}
+}
+
+// A frozen source (issue 30 item 5): caught up at its last heartbeat,
+// then silent; the lag counts from when it was last heard, past the stale
+// allowance, not from the pipeline restart that follows the read timeout,
+// and the heard age grows from the start.
+func TestSecondsBehindFrozenSource(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		caughtUp bool
+		heard    time.Time
+		okUntil  time.Time
+		now      time.Time
+		want     float64
+	}{
+		{"caught up, heard 1 s ago", true, t0.Add(-time.Second), time.Time{}, t0, 0},
+		{"caught up, silent within stale", true, t0.Add(-3 * time.Second), time.Time{}, t0, 0},
+		{"caught up, silent past stale", true, t0.Add(-11 * time.Second), time.Time{}, t0, 11},
+		{"disconnected after a freeze", false, t0.Add(-11 * time.Second), t0.Add(-11 * time.Second), t0, 11},
+	} {
+		got := SecondsBehind(c.caughtUp, t0.Add(-time.Hour), c.okUntil, c.heard, 3*time.Second, c.now)
+		if got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	m := NewMetrics(BuildInfo{}).Source("default")
+	clock := t0
+	m.now = func() time.Time { return clock }
+	heard := t0
+	m.SetHeard(func() time.Time { return heard }, 3*time.Second)
+	m.SourceState(true, true)
+	if m.SecondsBehind() != 0 || m.HeardAge() != 0 {
+		t.Fatalf("caught up: behind %v, heard age %v", m.SecondsBehind(), m.HeardAge())
+	}
+	clock = t0.Add(8 * time.Second) // frozen: no heartbeat since t0
+	if got := m.SecondsBehind(); got != 8 {
+		t.Errorf("frozen for 8 s, still reported caught up: behind %v, want 8", got)
+	}
+	if got := m.HeardAge(); got != 8 {
+		t.Errorf("heard age %v, want 8", got)
+	}
+	m.SourceState(false, false) // the read timeout restarts the pipeline
+	m.SetHeard(func() time.Time { return time.Time{} }, 3*time.Second) // the next reader has heard nothing yet
+	clock = t0.Add(20 * time.Second)
+	if got := m.SecondsBehind(); got != 20 {
+		t.Errorf("after the restart: behind %v, want 20 (from the last heartbeat, not from the restart)", got)
+	}
+	if got := m.HeardAge(); got != 20 {
+		t.Errorf("heard age after the restart %v, want 20", got)
 	}
 }
 

@@ -56,6 +56,13 @@ type Observer interface {
 	PoisonStopped(reason sink.Reason)
 }
 
+// HeardObserver, when the Observer implements it (*health.Source), is
+// given the reader's LastHeard at each pipeline start, and how long a
+// caught-up source may stay silent before it counts as behind.
+type HeardObserver interface {
+	SetHeard(lastHeard func() time.Time, stale time.Duration)
+}
+
 // Phase is told the publisher's state for /readyz (*health.Phase).
 type Phase interface {
 	Set(s health.State, reason string)
@@ -393,10 +400,14 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	// atEnd: nothing to read and everything acknowledged: caught up as
+	// soon as the dump starts (an idle server's restart is no lag).
+	atEnd := false
 	if files, err := srv.BinaryLogSizes(); err == nil && len(files) > 0 {
 		last := files[len(files)-1]
 		if n, _, ok := binlog.Span(files, from, binlog.Position{File: last.Name, Pos: uint32(min(last.Size, 1<<32-1))}); ok {
 			p.obs.SetBytesBehind(n)
+			atEnd = n == 0 && binlog.ComparePos(from, saved) == 0
 		}
 	}
 	reader := binlog.NewReader(cfg.Source, srv.Flavor(), cols, from, p.log)
@@ -404,7 +415,7 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	reader.SetBudget(budget)
 	srv.Close()
-	return p.stream(ctx, "reader", reader, budget, cpw, saved)
+	return p.stream(ctx, "reader", reader, budget, cpw, saved, atEnd)
 }
 
 // progress follows the reader and the acknowledgements to tell the
@@ -416,12 +427,15 @@ type progress struct {
 	mu    sync.Mutex
 	acked binlog.Position // newest acknowledged
 	idle  binlog.Position // the reader's position at its last heartbeat; zero: busy
+	// atEnd: the dump starts at the end of the binlog with everything
+	// acknowledged (caught up from the start).
+	atEnd bool
 }
 
 // Streaming implements binlog.Observer.
 func (g *progress) Streaming() {
 	g.p.setPhase(health.Streaming, "")
-	g.p.obs.SourceState(true, false)
+	g.p.obs.SourceState(true, g.atEnd)
 	g.p.tick()
 }
 
@@ -618,14 +632,17 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 
 // stream runs src → writer → committer with Run, keeping p.resume at the
 // acknowledged position and the partition counts of topics first written.
-func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, cpw *checkpoint.Writer, saved binlog.Position) error {
+func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, cpw *checkpoint.Writer, saved binlog.Position, atEnd bool) error {
 	cfg := p.cfg
 	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router, cfg.ReservedTopics()), router.Balancer(), p.log)
 	writer.SetObserver(p.obs)
 	writer.PinPartitions(p.parts)
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)
 	committer.SetObserver(p.obs)
-	prog := &progress{p: p, acked: saved}
+	prog := &progress{p: p, acked: saved, atEnd: atEnd}
+	if atEnd {
+		prog.idle = saved
+	}
 	files := &fileTimes{}
 	mctx, stopMeasure := context.WithCancel(ctx)
 	var measuring errgroup.Group
@@ -637,6 +654,11 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 		writer.SetPace(pace)
 		r.SetObserver(prog)
 		r.SetFileObserver(files)
+		if h, ok := p.obs.(HeardObserver); ok {
+			// A caught-up source silent for two heartbeats and a second is
+			// frozen, not idle.
+			h.SetHeard(r.LastHeard, 2*cfg.Source.HeartbeatPeriod+time.Second)
+		}
 		measuring.Go(func() error { p.measure(mctx, committer, prog, files); return nil })
 	}
 	err := Run(ctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
