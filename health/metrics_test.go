@@ -247,7 +247,7 @@ func TestSecondsBehindFrozenSource(t *testing.T) {
 	if got := m.HeardAge(); got != 8 {
 		t.Errorf("heard age %v, want 8", got)
 	}
-	m.SourceState(false, false) // the read timeout restarts the pipeline
+	m.SourceState(false, false)                                        // the read timeout restarts the pipeline
 	m.SetHeard(func() time.Time { return time.Time{} }, 3*time.Second) // the next reader has heard nothing yet
 	clock = t0.Add(20 * time.Second)
 	if got := m.SecondsBehind(); got != 20 {
