@@ -3,10 +3,13 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cdc-outbox/cdc-outbox/sink"
 )
 
 // check runs run's validation of the mapping (one function,
@@ -87,5 +90,40 @@ func TestCheckMapping(t *testing.T) {
 	want1 := "FAIL  outbox       source.mapping: mapping: table " + mysqlDB + "." + other.outbox + ", column aggregateid (key): the table has no such column"
 	if code != 1 || !strings.Contains(s0, "source s0\n") || !strings.Contains(s0, want0) || !strings.Contains(s1, want1) || strings.Contains(s1, want0) {
 		t.Fatalf("check of two sources: exit %d, want 1 with %q under s0 and %q under s1:\n%s", code, want0, want1, out)
+	}
+}
+
+// check's mirror line: a checkpoint.mirror-topic that does not exist is
+// OK when the brokers accept its creation (asked with a validate-only
+// CreateTopics: check creates nothing); one the brokers refuse (a name
+// colliding with an existing topic's, "." against "_") is a FAIL naming
+// checkpoint.mirror-topic and the fixes, and run stops at start with the
+// same error.
+func TestCheckMirrorTopic(t *testing.T) {
+	e := newEnv(t)
+	absent := e.topic + ".mirror"
+	out, code := e.cli([]string{"CDC_OUTBOX_CHECKPOINT_MIRROR_TOPIC=" + absent}, "check")
+	want := "OK    mirror       checkpoint.mirror-topic " + absent + " does not exist yet; run creates it at start"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("check with an absent mirror topic: exit %d, want 0 with %q:\n%s", code, want, out)
+	}
+	if _, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, absent); err == nil {
+		t.Fatalf("check created %s", absent)
+	}
+
+	createTopic(t, e.topic+".taken", 1)
+	colliding := e.topic + "_taken"
+	out, code = e.cli([]string{"CDC_OUTBOX_CHECKPOINT_MIRROR_TOPIC=" + colliding}, "check")
+	want = "checkpoint.mirror-topic " + colliding + " does not exist and cannot be created ("
+	if code != 1 || !strings.Contains(out, "FAIL  mirror       sink: checkpoint mirror topic: "+want) || !strings.Contains(out, "set checkpoint.mirror-topic: \"\"") {
+		t.Fatalf("check with a mirror topic the brokers refuse: exit %d, want 1 with %q:\n%s", code, want, out)
+	}
+	t.Setenv("CDC_OUTBOX_CHECKPOINT_MIRROR_TOPIC", colliding)
+	p := e.launch()
+	err := <-p.done
+	p.done <- err
+	if c := p.cmd.ProcessState.ExitCode(); c != 1 || !logHas(p.log, want) {
+		b, _ := os.ReadFile(p.log)
+		t.Fatalf("run with a mirror topic the brokers refuse: exit %d, want 1 logging %q:\n%s", c, want, tail(string(b), 10))
 	}
 }
