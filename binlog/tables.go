@@ -35,7 +35,10 @@ type TableConfig struct {
 type Table struct {
 	Schema, Name string
 	Mapping      *mapping.Mapping
-	label        string // "schema.table", computed once
+	// Setting is the configuration key of the table's entry
+	// (source.mapping, or source.tables[i]), for messages.
+	Setting string
+	label   string // "schema.table", computed once
 }
 
 // String returns "schema.table", the per-table metrics label.
@@ -197,9 +200,14 @@ func (ts *TableSet) Compile(schema, table string, cols []mapping.Column) (*Table
 	}
 	m, err := mapping.Compile(ts.entries[i].cfg, ts.defaultTopic, schema+"."+table, cols)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ts.entries[i].field, err)
+		// Each problem names the setting (one line each in check's report).
+		var errs []error
+		for _, e := range mapping.Problems(err) {
+			errs = append(errs, fmt.Errorf("%s: %w", ts.entries[i].field, e))
+		}
+		return nil, errors.Join(errs...)
 	}
-	return &Table{Schema: schema, Name: table, Mapping: m, label: schema + "." + table}, nil
+	return &Table{Schema: schema, Name: table, Mapping: m, Setting: ts.entries[i].field, label: schema + "." + table}, nil
 }
 
 // Lister reads the server's catalogue for Check.

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
@@ -105,14 +107,6 @@ func (r *Report) Summary() {
 	fmt.Fprintf(r.w, "result: FAILED (%d of %d checks failed)\n", r.failed, r.passed+r.failed)
 }
 
-// split returns the errors joined in err (errors.Join), or err alone.
-func split(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
 // RunSources runs every check for each source that name selects
 // (config.Config.Selected: every source for ""), each source's lines under
 // a "source <name>" line when there are several; an unknown name is
@@ -140,6 +134,7 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 	src := cfg.Source
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
+	var tables []routed // nil: the outbox tables could not be checked
 	srv, err := binlog.Connect(ctx, src, r.logger("source"))
 	if err != nil {
 		r.fail("source", "%v", err) // Connect's error names the address, the user and the fix
@@ -148,16 +143,13 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 		r.ok("source", "connected to %s as %q (%s %s, server_id %d)", src.Addr, src.User, srv.Flavor(), srv.Version(), srv.ServerID())
 		checkSourceTLS(ctx, src, r)
 		checkSource(ctx, cfg, srv, store, r)
-		if cols, err := srv.Columns(); err != nil {
-			r.fail("outbox", "%v", err)
-		} else {
-			r.ok("outbox", "table %s.%s exists (%d columns)", src.Schema, src.Table, len(cols))
-		}
+		tables = checkTables(cfg, srv, r)
 	}
 
 	checkSecrets(cfg, r)
 	checkKafkaSecurity(ctx, cfg, r)
-	parts := checkTopics(ctx, cfg, r)
+	parts := checkTopics(ctx, cfg, tables, r)
+	checkMirror(ctx, cfg, r)
 
 	aof, rdb, err := store.Persistence(ctx)
 	switch {
@@ -190,7 +182,7 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 func checkSource(ctx context.Context, cfg config.Config, srv *binlog.Server, store *checkpoint.Store, r *Report) {
 	warned, failed := r.warned, r.failed
 	if err := srv.CheckSettings(); err != nil {
-		for _, e := range split(err) {
+		for _, e := range mapping.Problems(err) {
 			r.fail("source", "%v", e)
 		}
 	}
@@ -235,44 +227,21 @@ func checkEviction(ctx context.Context, cfg config.Config, store *checkpoint.Sto
 	r.ok("redis", "%s: maxmemory-policy %s does not evict the checkpoint", cfg.Checkpoint.Where(), policy)
 }
 
-// checkTopics checks the target topics and the dead-letter topic; it
-// returns the partition counts of the target topics found (nil when they
-// could not be read).
-func checkTopics(ctx context.Context, cfg config.Config, r *Report) map[string]int {
-	topics, err := pipeline.RoutedTopics(ctx, cfg)
-	if err != nil {
-		r.fail("topic", "cannot list the topics of template %s: %v", cfg.Router.Topic, err)
-		return nil
-	}
-	if len(topics) == 0 {
-		r.ok("topic", "template %s: no event types in the outbox table yet, no topic to check", cfg.Router.Topic)
-	}
-	parts := make(map[string]int, len(topics))
-	for _, t := range topics {
-		n, ok := checkTopic(ctx, cfg, "topic", t, r)
-		if ok {
-			parts[t] = n
-		}
-	}
-	if cfg.Kafka.OnPoison == sink.PolicyDeadLetter {
-		checkTopic(ctx, cfg, "dead-letter", cfg.Kafka.DeadLetterTopic, r)
-	}
-	return parts
-}
-
-// checkTopic checks that topic exists and returns its partition count.
-func checkTopic(ctx context.Context, cfg config.Config, what, topic string, r *Report) (int, bool) {
+// checkTopic checks that topic exists and returns its partition count;
+// setting names where the topic comes from (router.topic, a mapping's
+// template, kafka.dead-letter-topic) in the lines.
+func checkTopic(ctx context.Context, cfg config.Config, what, topic, setting string, r *Report) (int, bool) {
 	ids, err := sink.Partitions(ctx, cfg.Kafka, topic)
 	switch {
 	case errors.Is(err, kafka.UnknownTopicOrPartition) && cfg.Kafka.AllowAutoTopicCreation:
-		r.ok(what, "%s does not exist yet; kafka.allow-auto-topic-creation is on, so the broker creates it with its default partition count at the first record", topic)
+		r.ok(what, "%s (%s) does not exist yet; kafka.allow-auto-topic-creation is on, so the broker creates it with its default partition count at the first record", topic, setting)
 	case errors.Is(err, kafka.UnknownTopicOrPartition):
-		r.fail(what, "%s does not exist: create it with the partition count you want, e.g. kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 8 "+
-			"(the publisher does not create topics; the count must stay fixed)", topic, cfg.Kafka.Brokers[0], topic)
+		r.fail(what, "%s (%s) does not exist: create it with the partition count you want, e.g. kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 8 "+
+			"(the publisher does not create topics; the count must stay fixed)", topic, setting, cfg.Kafka.Brokers[0], topic)
 	case err != nil:
-		r.fail(what, "%s: %v: check kafka.brokers and that the brokers are up", topic, err)
+		r.fail(what, "%s (%s): %v: check kafka.brokers and that the brokers are up", topic, setting, err)
 	default:
-		r.ok(what, "%s exists, %d partitions", topic, len(ids))
+		r.ok(what, "%s (%s) exists, %d partitions", topic, setting, len(ids))
 		if max, err := sink.TopicMaxMessageBytes(ctx, cfg.Kafka, topic); err != nil {
 			r.warn(what, "%s: cannot read max.message.bytes (%v): kafka.batch-bytes %d not checked against it", topic, err, cfg.Kafka.BatchBytes)
 		} else if cfg.Kafka.BatchBytes > max {
@@ -333,6 +302,19 @@ func checkCheckpoint(ctx context.Context, cfg config.Config, store *checkpoint.S
 				r.fail("checkpoint", "%v: the publisher cannot resume; see docs/operations.md (checkpoint set, source.archive, source.on-purged)", err)
 			}
 		}
+	}
+	// As run: the topics stored with the checkpoint are compared too (a
+	// template's topics beyond the values check read).
+	var stored []string
+	for t := range cp.Partitions {
+		if _, ok := parts[t]; !ok {
+			stored = append(stored, t)
+		}
+	}
+	if more, err := pipeline.PartitionCounts(ctx, cfg.Kafka, stored); err == nil && len(more) > 0 {
+		all := maps.Clone(more)
+		maps.Copy(all, parts)
+		parts = all
 	}
 	if changes := pipeline.PartitionChanges(cp.Partitions, parts); len(changes) > 0 {
 		problems++

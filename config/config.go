@@ -20,6 +20,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/lease"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"gopkg.in/yaml.v3"
@@ -316,7 +317,7 @@ func Invalid(err error, environ []string) error {
 		}
 	}
 	var out []error
-	for _, e := range flatten(err) {
+	for _, e := range mapping.Problems(err) {
 		key, _, ok := strings.Cut(e.Error(), ": ")
 		if name := EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key)); ok && set[name] {
 			e = fmt.Errorf("%w (set by %s)", e, name)
@@ -324,21 +325,6 @@ func Invalid(err error, environ []string) error {
 		out = append(out, e)
 	}
 	return fmt.Errorf("invalid configuration:\n%w", errors.Join(out...))
-}
-
-// flatten returns the leaves of nested errors.Join trees.
-func flatten(err error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		if e != nil {
-			out = append(out, flatten(e)...)
-		}
-	}
-	return out
 }
 
 // explainYAML rewrites yaml.v3's type errors, which name Go types ("field

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"gopkg.in/yaml.v3"
@@ -317,7 +318,7 @@ func (c *Config) validateSources() error {
 	}
 	for i, s := range c.Sources {
 		at := func(err error) {
-			for _, e := range flatten(err) {
+			for _, e := range mapping.Problems(err) {
 				errs = append(errs, fmt.Errorf("sources[%d].%w", i, e))
 			}
 		}

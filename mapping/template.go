@@ -105,12 +105,17 @@ func (t Template) Render(b []byte, vals [][]byte) (out []byte, null, empty strin
 // Probe renders the template with "x" for every column: the shape whose
 // validity (a Kafka topic name) can be checked at start.
 func (t Template) Probe() string {
+	return t.render(func(string) string { return "x" })
+}
+
+// render renders the template with col(column) for each placeholder.
+func (t Template) render(col func(string) string) string {
 	var b strings.Builder
 	for _, p := range t.Parts {
 		if p.Column == "" {
 			b.WriteString(p.Lit)
 		} else {
-			b.WriteString("x")
+			b.WriteString(col(p.Column))
 		}
 	}
 	return b.String()

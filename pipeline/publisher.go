@@ -495,22 +495,9 @@ func legacy(cfg config.Config) bool {
 	return err == nil && ts.Legacy()
 }
 
-// Tables returns the source's outbox tables (binlog.NewTableSet with
-// router.topic), checked against the server (Server.CheckTables: errors
-// name the table, the column and the fix), and the single table's column
-// names (Server.Columns) for binlogs without them; none with source.tables.
+// Tables is Checked without the tables found: what the reader needs.
 func Tables(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []string, error) {
-	tables, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := srv.CheckTables(tables); err != nil {
-		return nil, nil, err
-	}
-	if len(cfg.Source.Tables) > 0 {
-		return tables, nil, nil
-	}
-	cols, err := srv.Columns()
+	tables, _, cols, err := Checked(cfg, srv)
 	return tables, cols, err
 }
 

@@ -84,9 +84,8 @@ func (m *Mirror) ensure(ctx context.Context) (created, retry bool, err error) {
 	if !errors.Is(err, kafka.UnknownTopicOrPartition) {
 		return false, !errors.Is(err, ErrSecurity) && retriable(err), err
 	}
-	if err = createTopic(ctx, cl, createtopics.RequestTopic{Name: m.topic, NumPartitions: 1, ReplicationFactor: -1, Configs: mirrorConfigs}); err != nil {
-		return false, retriable(err), fmt.Errorf("%w: checkpoint.mirror-topic %s does not exist and cannot be created (%v): create it (kafka-topics.sh --create --topic %s --partitions 1 --config cleanup.policy=compact), grant this user CREATE on it, or set checkpoint.mirror-topic: \"\" to keep checkpoints in Redis only",
-			ErrMirror, m.topic, err, m.topic)
+	if err := createMirrorTopic(ctx, cl, m.topic, false); err != nil {
+		return false, retriable(err), mirrorCreateError(m.topic, err)
 	}
 	return true, false, nil
 }

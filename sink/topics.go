@@ -165,7 +165,7 @@ func (g *topicGate) create(ctx context.Context, topic string) (bool, error) {
 		configs = append(configs, createtopics.RequestConfig{Name: k, Value: tc.Configs[k]})
 	}
 	err := createTopic(ctx, g.cl, createtopics.RequestTopic{Name: topic, NumPartitions: int32(cmp.Or(max(tc.Partitions, 0), -1)),
-		ReplicationFactor: int16(cmp.Or(max(tc.ReplicationFactor, 0), -1)), Configs: configs})
+		ReplicationFactor: int16(cmp.Or(max(tc.ReplicationFactor, 0), -1)), Configs: configs}, false)
 	if err == nil {
 		g.log.Info("created a missing topic (kafka.missing-topic: create)", zap.String("topic", topic),
 			zap.Int("partitions", tc.Partitions), zap.Int("replication_factor", tc.ReplicationFactor), zap.Any("configs", tc.Configs))
@@ -177,11 +177,12 @@ func (g *topicGate) create(ctx context.Context, topic string) (bool, error) {
 	return false, &TopicCreationError{Topic: topic, Err: err}
 }
 
-// createTopic sends one CreateTopics request for t; a topic that exists
-// already is no error. The error carries the broker's code (a
+// createTopic sends one CreateTopics request for t (with validateOnly,
+// Kafka checks authorization, name and create policy and creates
+// nothing); a topic that exists already is no error. The error carries the broker's code (a
 // kafka.Error) and message.
-func createTopic(ctx context.Context, cl *cluster, t createtopics.RequestTopic) error {
-	res, err := cl.metaRoundTrip(ctx, &createtopics.Request{TimeoutMs: 10000, Topics: []createtopics.RequestTopic{t}})
+func createTopic(ctx context.Context, cl *cluster, t createtopics.RequestTopic, validateOnly bool) error {
+	res, err := cl.metaRoundTrip(ctx, &createtopics.Request{TimeoutMs: 10000, ValidateOnly: validateOnly, Topics: []createtopics.RequestTopic{t}})
 	if err != nil {
 		return err
 	}

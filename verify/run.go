@@ -417,59 +417,15 @@ func checkRows(conn *client.Conn, lay layout, audit *Audit, lo, hi uint64) (Audi
 // rows; for a topic column its distinct values. Invalid names (poison
 // records, dead-lettered) are left out.
 func topicsOf(conn *client.Conn, lay layout, lo, hi uint64) ([]string, error) {
-	m := lay.m
-	var cols []int
-	if m.TopicColumn >= 0 {
-		cols = []int{m.TopicColumn}
-	} else {
-		if name, ok := m.Topic.Fixed(); ok {
-			return []string{name}, nil
-		}
-		for _, p := range m.Topic.Parts {
-			if p.Column != "" && !slices.Contains(cols, p.Slot) {
-				cols = append(cols, p.Slot)
-			}
-		}
-	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = "`" + m.Name(c) + "`"
-	}
-	q := fmt.Sprintf("SELECT DISTINCT %s FROM %s%s", strings.Join(names, ", "), lay.quoted, lay.where(lo, hi))
-	r, err := conn.Execute(q)
+	all, _, err := binlog.RoutedTopics(conn.Execute, lay.quoted, lay.where(lo, hi), lay.m, 0)
 	if err != nil {
-		return nil, fmt.Errorf("verify: topics of %s: %s: %w", lay.quoted, q, err)
+		return nil, fmt.Errorf("verify: %w", err)
 	}
 	var out []string
-	vals := make([][]byte, len(m.Cols))
-	for i := 0; i < r.RowNumber(); i++ {
-		for j, c := range cols {
-			vals[c] = nil
-			if null, _ := r.IsNull(i, j); !null {
-				s, _ := r.GetString(i, j)
-				vals[c] = []byte(s)
-			}
+	for _, t := range all {
+		if router.ValidTopic(t) == nil {
+			out = append(out, t)
 		}
-		if m.IM && slices.ContainsFunc(cols, func(c int) bool { return len(vals[c]) == 0 }) {
-			continue // an empty event_type: a poison record under the im preset
-		}
-		var t string
-		if m.TopicColumn >= 0 {
-			if vals[m.TopicColumn] == nil {
-				continue
-			}
-			t = string(vals[m.TopicColumn])
-		} else {
-			b, ok := m.Topic.Append(nil, vals)
-			if !ok {
-				continue
-			}
-			t = string(b)
-		}
-		if router.ValidTopic(t) != nil || slices.Contains(out, t) {
-			continue
-		}
-		out = append(out, t)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("verify: %w of %s; give --topic", errNoTopics, lay.quoted)

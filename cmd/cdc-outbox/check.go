@@ -16,11 +16,14 @@ func checkCommand() *cobra.Command {
 check with OK or FAIL and, for a failure, the fix:
 
   source       connection; server settings, privileges and server_id (as run does)
-  outbox       the outbox table exists
-  topic        each target topic exists (never auto-created), with its partition
-               count; for a template router.topic, the topics of the event types
-               present in the outbox table
+  outbox       the outbox tables and their mappings, checked as run checks them
+               at start (missing columns, types, NULLable template columns)
+  topic        each topic the rows route to exists (never auto-created), with
+               its partition count: router.topic or a mapping's fixed topic; for
+               a template or a topic column, the topics of the distinct values
+               in the table (the first 1000; a WARN line when there are more)
   dead-letter  the dead-letter topic exists (kafka.on-poison: dead-letter)
+  mirror       checkpoint.mirror-topic exists, or the brokers accept its creation
   redis        reachable and persistent (appendonly yes or RDB save points)
   checkpoint   readable; its binlog file is on the server; the partition counts
                stored with it match the topics; without one, a start option is set

@@ -242,15 +242,15 @@ func TestCheckpointCommandsGTIDMode(t *testing.T) {
 func TestCheckCommand(t *testing.T) {
 	e := newEnv(t)
 	out, code := e.cli(nil, "check")
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("OK    topic        %s exists, %d partitions", e.topic, partitions)) ||
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("OK    topic        %s (router.topic) exists, %d partitions", e.topic, partitions)) ||
 		!strings.Contains(out, "OK    redis") || !strings.Contains(out, "OK    outbox") || !strings.Contains(out, "result: OK") {
 		t.Fatalf("check: exit %d, want 0", code)
 	}
 	missing := e.topic + ".missing"
 	out, code = e.cli([]string{"CDC_OUTBOX_ROUTER_TOPIC=" + missing, "CDC_OUTBOX_KAFKA_ON_POISON=dead-letter",
 		"CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC=" + missing + ".dlq"}, "check")
-	if code != 1 || !strings.Contains(out, "FAIL  topic        "+missing+" does not exist: create it") ||
-		!strings.Contains(out, "FAIL  dead-letter  "+missing+".dlq does not exist") || !strings.Contains(out, "result: FAILED") {
+	if code != 1 || !strings.Contains(out, "FAIL  topic        "+missing+" (router.topic) does not exist: create it") ||
+		!strings.Contains(out, "FAIL  dead-letter  "+missing+".dlq (kafka.dead-letter-topic) does not exist") || !strings.Contains(out, "result: FAILED") {
 		t.Fatalf("check with missing topics: exit %d, want 1 with FAIL lines", code)
 	}
 	// check never creates a topic.
@@ -394,11 +394,11 @@ func TestCheckWarnsWithoutReplicaListing(t *testing.T) {
 	}
 	defer c.Execute("DROP USER IF EXISTS '" + user + "'@'%'")
 	out, code := e.cli([]string{"CDC_OUTBOX_SOURCE_USER=" + user, "CDC_OUTBOX_SOURCE_PASSWORD=pw"}, "check")
-	result := "result: OK (7 checks, 4 warnings)" // 3 more: plaintext to MariaDB, Kafka and Redis
+	result := "result: OK (8 checks, 4 warnings)" // 3 more: plaintext to MariaDB, Kafka and Redis
 	if flavor == flavorMariaDB11 {
 		// MariaDB 11.4+ enables TLS by default (a generated certificate):
 		// an OK line for the source's TLS instead of a plaintext WARN
-		result = "result: OK (8 checks, 3 warnings)"
+		result = "result: OK (9 checks, 3 warnings)"
 	}
 	if code != 0 || !strings.Contains(out, "WARN  source       cannot list replicas") || !strings.Contains(out, "GRANT REPLICATION MASTER ADMIN") ||
 		strings.Contains(out, "unused") || !strings.Contains(out, "not checked (see WARN)") || !strings.Contains(out, result) {
