@@ -235,9 +235,17 @@ func checkTopic(ctx context.Context, cfg config.Config, what, topic, setting str
 	switch {
 	case errors.Is(err, kafka.UnknownTopicOrPartition) && cfg.Kafka.AllowAutoTopicCreation:
 		r.ok(what, "%s (%s) does not exist yet; kafka.allow-auto-topic-creation is on, so the broker creates it with its default partition count at the first record", topic, setting)
+	case errors.Is(err, kafka.UnknownTopicOrPartition) && what == "topic" && cfg.Kafka.MissingTopic == sink.MissingTopicCreate:
+		// run creates it at its first record (kafka.missing-topic: create):
+		// may it?
+		if cerr := sink.CanCreateTopic(ctx, cfg.Kafka, topic); cerr != nil {
+			r.fail(what, "%s (%s) does not exist, and run could not create it (kafka.missing-topic: create): %v", topic, setting, cerr)
+		} else {
+			r.ok(what, "%s (%s) does not exist yet; run creates it at its first record (kafka.missing-topic: create, kafka.topic-creation), which the brokers accept", topic, setting)
+		}
 	case errors.Is(err, kafka.UnknownTopicOrPartition):
 		r.fail(what, "%s (%s) does not exist: create it with the partition count you want, e.g. kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 8 "+
-			"(the publisher does not create topics; the count must stay fixed)", topic, setting, cfg.Kafka.Brokers[0], topic)
+			"(the count must stay fixed), or set kafka.missing-topic: create to have run create missing topics (kafka.topic-creation)", topic, setting, cfg.Kafka.Brokers[0], topic)
 	case err != nil:
 		r.fail(what, "%s (%s): %v: check kafka.brokers and that the brokers are up", topic, setting, err)
 	default:

@@ -160,12 +160,7 @@ func (g *topicGate) explain(topic string) error {
 // retriable error (a controller moving, a timeout) is returned as is.
 func (g *topicGate) create(ctx context.Context, topic string) (bool, error) {
 	tc := g.cfg.TopicCreation
-	var configs []createtopics.RequestConfig
-	for _, k := range slices.Sorted(maps.Keys(tc.Configs)) {
-		configs = append(configs, createtopics.RequestConfig{Name: k, Value: tc.Configs[k]})
-	}
-	err := createTopic(ctx, g.cl, createtopics.RequestTopic{Name: topic, NumPartitions: int32(cmp.Or(max(tc.Partitions, 0), -1)),
-		ReplicationFactor: int16(cmp.Or(max(tc.ReplicationFactor, 0), -1)), Configs: configs}, false)
+	err := createTopic(ctx, g.cl, creation(tc, topic), false)
 	if err == nil {
 		g.log.Info("created a missing topic (kafka.missing-topic: create)", zap.String("topic", topic),
 			zap.Int("partitions", tc.Partitions), zap.Int("replication_factor", tc.ReplicationFactor), zap.Any("configs", tc.Configs))
@@ -198,4 +193,29 @@ func (g *topicGate) close() {
 	if g.cl != nil {
 		g.cl.close()
 	}
+}
+
+// creation is the CreateTopics entry of topic as kafka.topic-creation
+// says (0 partitions or replication factor: the broker's default).
+func creation(tc TopicCreation, topic string) createtopics.RequestTopic {
+	var configs []createtopics.RequestConfig
+	for _, k := range slices.Sorted(maps.Keys(tc.Configs)) {
+		configs = append(configs, createtopics.RequestConfig{Name: k, Value: tc.Configs[k]})
+	}
+	return createtopics.RequestTopic{Name: topic, NumPartitions: int32(cmp.Or(max(tc.Partitions, 0), -1)),
+		ReplicationFactor: int16(cmp.Or(max(tc.ReplicationFactor, 0), -1)), Configs: configs}
+}
+
+// CanCreateTopic asks the brokers whether the publisher could create topic
+// as kafka.topic-creation says (kafka.missing-topic: create): a
+// CreateTopics request with validate_only set, which creates nothing. nil
+// when it could; otherwise a *TopicCreationError with the broker's reason.
+func CanCreateTopic(ctx context.Context, cfg Config, topic string) error {
+	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl.sec = NewSecurity(cfg)
+	defer cl.close()
+	if err := createTopic(ctx, cl, creation(cfg.TopicCreation, topic), true); err != nil {
+		return &TopicCreationError{Topic: topic, Err: err}
+	}
+	return nil
 }

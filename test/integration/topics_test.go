@@ -257,8 +257,15 @@ func TestCreateMissingTopic(t *testing.T) {
 	}
 
 	t.Setenv("CDC_OUTBOX_KAFKA_TOPIC_CREATION_REPLICATION_FACTOR", "3")
-	p = e.start()
 	e.insertRaw([]string{row("'other'", "1", 2, `'{}'`)})
+	// check asks the brokers whether run could create it (validate only).
+	if out, code := e.cli(nil, "check"); code != 1 || !strings.Contains(out, "run could not create it (kafka.missing-topic: create)") || !strings.Contains(out, "Invalid Replication Factor") {
+		t.Fatalf("check with a creation the broker refuses: exit %d, want 1 naming the refusal:\n%s", code, out)
+	}
+	if ids, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, e.topic+".other"); err == nil {
+		t.Fatalf("check created %s.other (%v)", e.topic, ids)
+	}
+	p = e.launch()
 	if code := p.waitExit(t, time.Minute); code != 1 {
 		t.Fatalf("exit code %d, want 1 (creation refused)", code)
 	}
