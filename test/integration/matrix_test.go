@@ -1,0 +1,227 @@
+//go:build integration
+
+package integration
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/redis/go-redis/v9"
+)
+
+// recorder keeps the series a publisher exports, one sample per scrape,
+// as promtool's input_series notation: "_" where a series was absent.
+type recorder struct {
+	n      int                 // samples taken
+	series map[string][]string // series (with job and instance) → values
+}
+
+// recorded are the families the alert rules use.
+var recorded = regexp.MustCompile(`^(cdc_outbox_(source_state|ready|seconds_behind_source|source_connected|source_caught_up|records_produced_total|pipeline_restarts_total|checkpoint_age_seconds|source_heard_age_seconds|poison_records_total|purged_skips_total))(\{[^}]*\})? (\S+)$`)
+
+func (r *recorder) scrape(addr, instance string) {
+	if r.series == nil {
+		r.series = map[string][]string{}
+	}
+	up := "0"
+	_, body := httpGet(addr, "/metrics")
+	seen := map[string]string{}
+	if strings.Contains(body, "# TYPE") {
+		up = "1"
+		for _, l := range strings.Split(body, "\n") {
+			m := recorded.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			labels := strings.TrimSuffix(strings.TrimPrefix(m[3], "{"), "}")
+			if labels != "" {
+				labels = "," + labels
+			}
+			seen[fmt.Sprintf(`%s{job="cdc-outbox",instance=%q%s}`, m[1], instance, labels)] = m[4]
+		}
+	}
+	seen[fmt.Sprintf(`up{job="cdc-outbox",instance=%q}`, instance)] = up
+	for k, v := range seen {
+		if _, ok := r.series[k]; !ok {
+			r.series[k] = slices.Repeat([]string{"_"}, r.n)
+		}
+		r.series[k] = append(r.series[k], v)
+	}
+	r.n++
+	for k, vs := range r.series {
+		if len(vs) < r.n {
+			r.series[k] = append(vs, "_")
+		}
+	}
+}
+
+// firing runs promtool on the recorded series against the shipped alert
+// rules, one recorded sample (taken each second) standing for one minute
+// of evaluation, and returns the alerts firing at the last sample.
+func (r *recorder) firing(t *testing.T) []string {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian: apt-get install prometheus); .ci/run installs it")
+	}
+	rules, err := filepath.Abs("../../deploy/prometheus/cdc-outbox-alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "rule_files: [%q]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n", rules)
+	keys := make([]string, 0, len(r.series))
+	for k := range r.series {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "      - series: '%s'\n        values: '%s'\n", k, strings.Join(r.series[k], " "))
+	}
+	// An expectation that cannot hold: promtool prints what it got.
+	fmt.Fprintf(&b, "    promql_expr_test:\n      - expr: count by (alertname) (ALERTS{alertstate=\"firing\"})\n        eval_time: %dm\n        exp_samples: [{labels: '{alertname=\"none\"}', value: 0}]\n", r.n-1)
+	path := filepath.Join(t.TempDir(), "recorded.test.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command(promtool, "test", "rules", path).CombinedOutput()
+	got := regexp.MustCompile(`got: (.*)`).FindStringSubmatch(string(out))
+	if got == nil {
+		t.Fatalf("promtool on the recorded series:\n%s", out)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`alertname="(\w+)"`).FindAllStringSubmatch(got[1], -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// An operator's fault matrix (issue 30 item 9): for each fault, what
+// /healthz, /readyz and the metrics say, and which shipped alerts fire on
+// the series the publisher really exported during the fault (promtool,
+// each second recorded standing for a minute). Services the tests share
+// are faulted through proxies of the test's own (database down, Redis
+// down), or by configuration (Kafka unreachable, a lease held by an
+// instance that does not run, a second source whose table is missing).
+func TestOperatorFaultMatrix(t *testing.T) {
+	type view struct {
+		ready       int      // /readyz status code
+		state       string   // /readyz state
+		reason      string   // in /readyz's body
+		fire, quiet []string // alerts that must fire, and must not
+	}
+	cases := []struct {
+		name    string
+		setup   func(t *testing.T, e *env) (fault func())
+		want    view
+		samples int // seconds recorded (15 when 0)
+	}{
+		{"healthy", func(t *testing.T, e *env) func() { return func() {} },
+			view{200, "streaming", "", nil, []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected", "CdcOutboxAbsent", "CdcOutboxStalled"}}, 0},
+		{"database down", func(t *testing.T, e *env) func() {
+			db := newPauseProxy(t, mysqlAddr)
+			e.sourceAddr = db.addr()
+			return func() { db.setDown(true) }
+		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceDisconnected"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 0},
+		{"Kafka unreachable", func(t *testing.T, e *env) func() {
+			e.kafka = []string{freeAddr(t)}
+			return nil // from the start
+			// The first start waits up to 20 s for the brokers (the mirror
+			// topic), then the pipeline restarts: degraded.
+		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 40},
+		{"Redis down", func(t *testing.T, e *env) func() {
+			rp := newPauseProxy(t, redisAddr)
+			e.redisYAML = "addr: " + rp.addr()
+			return func() { rp.setDown(true) }
+		}, view{503, "degraded", "cannot reach Redis", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 0},
+		{"every instance a standby", func(t *testing.T, e *env) func() {
+			return func() {
+				// The lease held by an instance that does not run (a
+				// zombie's key that outlived it), renewed by the test.
+				rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+				t.Cleanup(func() { rdb.Close() })
+				ctx := context.Background()
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if rdb.SetNX(ctx, checkpoint.LeaseKey(e.key), "ghost-instance 999999", time.Hour).Val() {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the lease was never free")
+					}
+				}
+			}
+		}, view{200, "standby", "ghost-instance", []string{"CdcOutboxNoPublisher"}, []string{"CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 0},
+		{"one of two sources stopped", nil,
+			view{503, "failed", "source s1", []string{"CdcOutboxSourceFailed", "CdcOutboxNoPublisher"}, []string{"CdcOutboxAbsent"}}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			var fault func()
+			if c.setup != nil {
+				fault = c.setup(t, e)
+			} else {
+				// s1's table does not exist: a fatal error for s1 alone.
+				e1 := newEnvNamed(t, t.Name()+"_1")
+				e1.outbox += "_missing"
+				e.configText = sourcesConfig([]*env{e, e1}, "  start: latest\n", "")
+			}
+			p := e.launch()
+			addr := metricsAddrOf(t, p)
+			if fault != nil && c.name != "every instance a standby" {
+				waitReady(t, p, "streaming", time.Minute)
+			}
+			if fault != nil {
+				if c.name == "every instance a standby" {
+					// Before the publisher takes the lease: stop it, hold
+					// the lease, start again.
+					if code := p.stop(t, 30*time.Second); code != 0 {
+						t.Fatalf("exit %d", code)
+					}
+					fault()
+					p = e.launch()
+					addr = metricsAddrOf(t, p)
+				} else {
+					fault()
+				}
+			}
+			var rec recorder
+			var code int
+			var body string
+			for i := 0; i < cmp.Or(c.samples, 15); i++ {
+				time.Sleep(time.Second) // one sample a second: the recording's resolution
+				rec.scrape(addr, "a:9108")
+				code, body = httpGet(addr, "/readyz")
+			}
+			if code != c.want.ready || !strings.Contains(body, `"state": "`+c.want.state+`"`) || !strings.Contains(body, c.want.reason) {
+				t.Errorf("/readyz = %d %s, want %d %s naming %q", code, body, c.want.ready, c.want.state, c.want.reason)
+			}
+			if hc, hb := httpGet(addr, "/healthz"); hc != 200 {
+				t.Errorf("/healthz = %d %s, want 200 (the process is not stuck)", hc, hb)
+			}
+			firing := rec.firing(t)
+			t.Logf("%s: /readyz %d %s; alerts firing: %v", c.name, code, c.want.state, firing)
+			for _, a := range c.want.fire {
+				if !slices.Contains(firing, a) {
+					t.Errorf("%s does not fire on the recorded series (firing: %v)", a, firing)
+				}
+			}
+			for _, a := range c.want.quiet {
+				if slices.Contains(firing, a) {
+					t.Errorf("%s fires on the recorded series (firing: %v)", a, firing)
+				}
+			}
+		})
+	}
+}
