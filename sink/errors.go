@@ -74,7 +74,11 @@ var ErrInvalidJSON = errors.New("sink: payload is not valid JSON")
 // PoisonError stops the publisher under kafka.on-poison: fail. Everything
 // before the poison record's transaction is acknowledged (and checkpointed
 // once the pipeline stops); nothing of that transaction or after it was
-// acknowledged.
+// acknowledged. What of its transaction was published (written, never
+// acknowledged: every restart writes it again) is Published's: nothing,
+// except for a transaction passed on in fragments (its fragments before
+// the poison row's) and for ReasonBrokerTooLarge (found by sending: the
+// records of its produce round).
 type PoisonError struct {
 	EventID string          // the outbox row's id
 	Reason  Reason          // machine code, e.g. invalid_json
@@ -85,7 +89,14 @@ type PoisonError struct {
 	// where the checkpoint lands; zero when this run acknowledged none (the
 	// checkpoint then stays where the run started).
 	Resume binlog.Position
-	Err    error // the cause, matching ErrRecordTooLarge, ErrInvalidJSON, router.ErrTopic or binlog.ErrDecode
+	// Published is how many rows of its transaction were published before
+	// it: the rows of the fragments before the poison row's, when the
+	// transaction is passed on in fragments (binlog.Txn.Partial: more than
+	// binlog.ChunkEvents rows or binlog.ChunkBytes of payload); FirstID
+	// and LastID are the first and last of their event ids. 0: none.
+	Published       int
+	FirstID, LastID string
+	Err             error // the cause, matching ErrRecordTooLarge, ErrInvalidJSON, router.ErrTopic or binlog.ErrDecode
 }
 
 func (e *PoisonError) Error() string {
@@ -97,11 +108,28 @@ func (e *PoisonError) Error() string {
 	if e.Pos.File == "" {
 		skip = "gtid:" + e.Pos.GTIDSet
 	}
+	published, rest := e.published()
 	return fmt.Sprintf("sink: poison record (%s): event %s for topic %s, row at %s, transaction ending at %s: %v; "+
-		"the checkpoint stays at the end of the transaction before it (%s). "+
+		"the checkpoint stays at the end of the transaction before it (%s); %s. "+
 		"Fix the cause (see docs/poison.md) and restart; or set kafka.on-poison: %s to dead-letter it and go on; "+
-		"or skip the whole transaction (all its rows are then not published): cdc-outbox checkpoint set %s",
-		e.Reason, e.EventID, e.Topic, e.Row, e.Pos, e.Err, resume, PolicyDeadLetter, skip)
+		"or skip %s: cdc-outbox checkpoint set %s",
+		e.Reason, e.EventID, e.Topic, e.Row, e.Pos, e.Err, resume, published, PolicyDeadLetter, rest, skip)
+}
+
+// published says what of the poison record's transaction was published
+// and what skipping the transaction leaves unpublished (docs/poison.md).
+func (e *PoisonError) published() (published, skip string) {
+	switch {
+	case e.Reason == ReasonBrokerTooLarge:
+		return "it was found only by sending it: records sent with it before the broker refused it (of its transaction, and of later ones " +
+				"on other partitions) may have been published, and are again at every restart",
+			"the whole transaction (its rows are then not published, except any that round wrote)"
+	case e.Published > 0:
+		return fmt.Sprintf("its transaction is passed on in fragments (too large to hold whole): the %d rows of its fragments before this row's "+
+				"(event %s to event %s) were published, and are again at every restart; nothing of it after them", e.Published, e.FirstID, e.LastID),
+			fmt.Sprintf("the rest of the transaction (its rows after those %d are then not published)", e.Published)
+	}
+	return "nothing of its transaction was published", "the whole transaction (none of its rows is then published)"
 }
 
 // Is reports whether target is ErrPoison.

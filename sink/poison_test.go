@@ -478,3 +478,118 @@ func TestDeadLetterWriteFailure(t *testing.T) {
 		t.Fatalf("Run = %v, written %+v", err, fk.written)
 	}
 }
+
+// frag is a fragment of the large transaction ending at commit (Txn.Partial
+// when partial), read after the transaction ending at end.
+func frag(end, commit uint32, partial bool, events ...binlog.Event) binlog.Txn {
+	t := txn(end, events...)
+	if partial {
+		t.Partial, t.Commit = true, binlog.Position{File: "bin.000001", Pos: commit, GTID: "0-1-" + strconv.Itoa(int(commit))}
+	} else {
+		t.End = binlog.Position{File: "bin.000001", Pos: commit, GTID: "0-1-" + strconv.Itoa(int(commit))}
+	}
+	return t
+}
+
+// evs returns events from..to of conversations 1 to 3 with valid payloads,
+// except poison (its id) with a payload that is not JSON.
+func evs(from, to, poison uint64) []binlog.Event {
+	var out []binlog.Event
+	for id := from; id <= to; id++ {
+		pl := `{}`
+		if id == poison {
+			pl = `{"a":`
+		}
+		out = append(out, ev(id, int64(id%3+1), pl))
+	}
+	return out
+}
+
+// Issue 29 item 4: under the fail policy nothing of the poison row's
+// transaction (of its fragment, for a large transaction passed on in
+// fragments) is written, even when it spans several rounds: the fragments
+// before its own are written and the error says how many rows; under the
+// dead-letter policy the row is dead-lettered and every other is written
+// in order.
+func TestFailPolicyLargeTransaction(t *testing.T) {
+	ids1to := func(n uint64) string {
+		var s []string
+		for id := uint64(1); id <= n; id++ {
+			s = append(s, strconv.FormatUint(id, 10))
+		}
+		return strings.Join(s, ",")
+	}
+	for _, c := range []struct {
+		name      string
+		txns      []binlog.Txn
+		poison    string
+		written   string // event ids written, in order
+		published int    // PoisonError.Published
+		first     string
+		last      string
+		says      []string
+	}{
+		{"whole transaction over several rounds", []binlog.Txn{txn(1000, evs(1, 2, 0)...), txn(2000, evs(3, 20, 15)...), txn(3000, evs(21, 22, 0)...)},
+			"15", "1,2", 0, "", "", []string{"nothing of its transaction was published", "skip the whole transaction (none of its rows is then published): cdc-outbox checkpoint set bin.000001:2000"}},
+		{"first fragment", []binlog.Txn{txn(1000, evs(1, 2, 0)...), frag(1000, 5000, true, evs(3, 12, 9)...), frag(1000, 5000, true, evs(13, 22, 0)...), frag(1000, 5000, false, evs(23, 25, 0)...)},
+			"9", "1,2", 0, "", "", []string{"nothing of its transaction was published", "transaction ending at bin.000001:5000"}},
+		{"later fragment", []binlog.Txn{txn(1000, evs(1, 2, 0)...), frag(1000, 5000, true, evs(3, 12, 0)...), frag(1000, 5000, true, evs(13, 22, 19)...), frag(1000, 5000, false, evs(23, 25, 0)...)},
+			"19", ids1to(12), 10, "3", "12", []string{"the 10 rows of its fragments before this row's (event 3 to event 12) were published, and are again at every restart",
+				"skip the rest of the transaction (its rows after those 10 are then not published): cdc-outbox checkpoint set bin.000001:5000",
+				"the checkpoint stays at the end of the transaction before it (bin.000001:1000"}},
+		{"final part", []binlog.Txn{txn(1000, evs(1, 2, 0)...), frag(1000, 5000, true, evs(3, 12, 0)...), frag(1000, 5000, true, evs(13, 22, 0)...), frag(1000, 5000, false, evs(23, 30, 28)...)},
+			"28", ids1to(22), 20, "3", "22", []string{"the 20 rows of its fragments"}},
+		{"after a large transaction", []binlog.Txn{frag(0, 5000, true, evs(1, 10, 0)...), frag(0, 5000, false, evs(11, 12, 0)...), txn(6000, evs(13, 20, 17)...)},
+			"17", ids1to(12), 0, "", "", []string{"nothing of its transaction was published"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(PolicyFail)
+			cfg.BatchSize = 4 // every transaction or fragment spans rounds
+			fk := &fakeKafka{}
+			err, _, _ := run(t, cfg, fk, c.txns...)
+			var pe *PoisonError
+			if !errors.As(err, &pe) || pe.EventID != c.poison || pe.Published != c.published || pe.FirstID != c.first || pe.LastID != c.last {
+				t.Fatalf("Run = %v (%+v), want a PoisonError for event %s, %d published (%s to %s)", err, pe, c.poison, c.published, c.first, c.last)
+			}
+			if got := ids(fk, "im.message.created"); got != c.written {
+				t.Errorf("written %s, want %s", got, c.written)
+			}
+			for _, want := range c.says {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q does not say %q", err, want)
+				}
+			}
+
+			// dead-letter: the poison row in its place, every other row in order.
+			cfg.OnPoison = PolicyDeadLetter
+			fk = &fakeKafka{}
+			if err, _, _ := run(t, cfg, fk, c.txns...); err != nil {
+				t.Fatalf("dead-letter: Run = %v", err)
+			}
+			var all []string
+			for _, x := range c.txns {
+				for _, e := range x.Events {
+					all = append(all, e.EventID())
+				}
+			}
+			var order []string
+			for _, m := range fk.written {
+				order = append(order, header(&m, router.HeaderEventID))
+			}
+			if got := strings.Join(order, ","); got != strings.Join(all, ",") || ids(fk, dlq) != c.poison {
+				t.Errorf("dead-letter: written %s (dead-lettered %s), want %s with %s dead-lettered", got, ids(fk, dlq), strings.Join(all, ","), c.poison)
+			}
+		})
+	}
+}
+
+// The error of a broker_too_large record says that what was sent with it
+// may be published: it is found only by sending.
+func TestPoisonErrorBrokerTooLarge(t *testing.T) {
+	err := &PoisonError{EventID: "3", Reason: ReasonBrokerTooLarge, Pos: binlog.Position{File: "b.000001", Pos: 200}, Err: ErrRecordTooLarge}
+	for _, want := range []string{"found only by sending it", "may have been published", "skip the whole transaction", "checkpoint set b.000001:200"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+}

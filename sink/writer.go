@@ -65,6 +65,20 @@ type Writer struct {
 	// last round begun ended on a whole binlog transaction.
 	uncommitted []flight
 	whole       bool
+
+	// A large transaction passed on in fragments (binlog.Txn.Partial):
+	// whether the last transaction added was a fragment (the next one is
+	// then the same transaction's), and the rows of its fragments added
+	// so far (PoisonError.Published).
+	inFrag bool
+	frag   fragRows
+}
+
+// fragRows counts the rows of a transaction's fragments added to rounds,
+// with the first and last event ids.
+type fragRows struct {
+	n           int
+	first, last string
 }
 
 // Ack reports an acknowledged run of transactions: every record of them,
@@ -293,7 +307,16 @@ func (w *Writer) room() bool {
 // the transactions before the poison one, then returns a *PoisonError;
 // dead-letter writes everything before it, then its dead-letter record
 // alone, then carries on.
+//
+// Under fail nothing of txn is written before every row of it was found
+// sendable: when a full round would carry some of its records, the rest
+// of txn is checked first (scan). A large transaction comes as
+// fragments, each a txn: the fragments before a poison row's were written
+// (PoisonError.Published says how many rows), nothing of its own.
 func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Position) error {
+	if !w.inFrag {
+		w.frag = fragRows{} // a new transaction
+	}
 	idx := len(*pending)
 	*pending = append(*pending, txn.End)
 	w.sizes = append(w.sizes, txn.Held)
@@ -310,15 +333,12 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 		}
 		idx = 0
 	}
+	scanned := false // the rest of txn was checked (scan)
 	for i := range txn.Events {
 		e := &txn.Events[i]
-		m, err := w.router.Route(e, own)
-		p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes)
-		if p == nil && err == nil && w.gate != nil {
-			p, err = w.gate.check(ctx, m.Topic)
-		}
+		m, p, err := w.check(ctx, e, own)
 		if err != nil {
-			return &WriteError{EventID: e.EventID(), Topic: m.Topic, Pos: own, Err: err}
+			return err
 		}
 		if p != nil {
 			if w.cfg.OnPoison != PolicyDeadLetter {
@@ -337,6 +357,17 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 		}
 		size := estimate(&m)
 		if len(w.msgs) > 0 && (len(w.msgs)+1 > w.cfg.BatchSize || w.bytes+size > w.cfg.BatchBytes) {
+			if i > 0 && !scanned && w.cfg.OnPoison != PolicyDeadLetter {
+				// The round holds rows of txn: none is written before
+				// the rest of txn is found sendable too.
+				scanned = true
+				if m, p, err := w.scan(ctx, txn.Events[i:], own); err != nil || p != nil {
+					if err != nil {
+						return err
+					}
+					return w.failBefore(ctx, pending, idx, &m, p, own)
+				}
+			}
 			// The transaction does not fit: send what we have. Only the
 			// transactions completed before it are acknowledged.
 			if err := w.flushUpTo(ctx, pending, idx); err != nil {
@@ -348,7 +379,43 @@ func (w *Writer) add(ctx context.Context, txn *binlog.Txn, pending *[]binlog.Pos
 		w.owner = append(w.owner, idx)
 		w.bytes += size
 	}
+	w.inFrag = txn.Partial
+	if n := len(txn.Events); txn.Partial && n > 0 {
+		if w.frag.n == 0 {
+			w.frag.first = txn.Events[0].EventID()
+		}
+		w.frag.n += n
+		w.frag.last = txn.Events[n-1].EventID()
+	}
 	return nil
+}
+
+// check routes event e of the transaction ending at own and classifies
+// its record (CheckEvent, then whether its topic exists: the topic gate).
+// It returns the record and its poison (nil: sendable), or a *WriteError
+// for a failure that is not a poison verdict.
+func (w *Writer) check(ctx context.Context, e *binlog.Event, own binlog.Position) (kafka.Message, *Poison, error) {
+	m, err := w.router.Route(e, own)
+	p, err := CheckEvent(e, &m, err, w.cfg.BatchBytes)
+	if p == nil && err == nil && w.gate != nil {
+		p, err = w.gate.check(ctx, m.Topic)
+	}
+	if err != nil {
+		return m, nil, &WriteError{EventID: e.EventID(), Topic: m.Topic, Pos: own, Err: err}
+	}
+	return m, p, nil
+}
+
+// scan checks events (the rest of a transaction ending at own) as add
+// does, keeping nothing (memory stays bounded by the round), and returns
+// the first poison record with its poison, or an error from check.
+func (w *Writer) scan(ctx context.Context, events []binlog.Event, own binlog.Position) (kafka.Message, *Poison, error) {
+	for i := range events {
+		if m, p, err := w.check(ctx, &events[i], own); err != nil || p != nil {
+			return m, p, err
+		}
+	}
+	return kafka.Message{}, nil, nil
 }
 
 // failBefore applies the fail policy to poison record m of pending
@@ -367,10 +434,15 @@ func (w *Writer) failBefore(ctx context.Context, pending *[]binlog.Position, idx
 	if err := w.settle(ctx); err != nil {
 		return err
 	}
-	return w.poisonError(m, p, end)
+	pe := w.poisonError(m, p, end)
+	if w.inFrag {
+		// Its transaction's earlier fragments: written above, or before.
+		pe.Published, pe.FirstID, pe.LastID = w.frag.n, w.frag.first, w.frag.last
+	}
+	return pe
 }
 
-func (w *Writer) poisonError(m *kafka.Message, p *Poison, end binlog.Position) error {
+func (w *Writer) poisonError(m *kafka.Message, p *Poison, end binlog.Position) *PoisonError {
 	return &PoisonError{EventID: header(m, router.HeaderEventID), Reason: p.Reason, Topic: p.Topic,
 		Row: header(m, router.HeaderBinlogPos), Pos: end, Resume: w.acked, Err: p.Err}
 }

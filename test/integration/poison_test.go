@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
@@ -444,5 +446,230 @@ func TestDeadLetterRepublish(t *testing.T) {
 		if r.Headers["republished_from"] != "dead-letter" || r.Headers["binlog_txn_end"] == "" || r.Headers["event_type"] != "message.created" {
 			t.Errorf("republished %s headers %v", r.EventID, r.Headers)
 		}
+	}
+}
+
+// largePoisonTxn commits, in e's outbox (payload LONGTEXT NULL), one row
+// (conversation 1, seq 1) and then one transaction of largeRows rows
+// (conversations 2 to 8, seq 2 to largeRows+1, about 300-byte payloads:
+// 1.5 MB with their overhead, larger than source.buffer-bytes 1 MiB, passed
+// on in fragments of binlog.ChunkEvents rows) whose row largePoison has a
+// NULL payload (undecodable).
+func (e *env) largePoisonTxn() {
+	e.t.Helper()
+	e.insertRaw([]string{row("'message.created'", "1", 1, `'{}'`)})
+	rows := make([]string, largeRows)
+	for i := range rows {
+		pl := fmt.Sprintf(`'{"n":%d,"pad":"%s"}'`, i, strings.Repeat("p", 280))
+		if i == largePoison {
+			pl = "NULL"
+		}
+		rows[i] = row("'message.created'", fmt.Sprint(2+i%7), 2+i, pl)
+	}
+	e.insertRaw(rows)
+}
+
+// The large transaction of largePoisonTxn: its rows, and the index of the
+// poison one, in the middle of the second fragment.
+const largeRows, largePoison = 5000, 2999
+
+// largePoisonEnv is an env for largePoisonTxn: payload LONGTEXT NULL,
+// source.buffer-bytes 1 MiB, produce rounds of 500 records (a fragment
+// spans rounds).
+func largePoisonEnv(t *testing.T) *env {
+	e := newEnv(t)
+	e.exec(fmt.Sprintf("ALTER TABLE `%s` MODIFY payload LONGTEXT NULL", e.outbox))
+	e.sourceExtra = "  buffer-bytes: 1048576\n"
+	e.batchSize = 500
+	return e
+}
+
+var publishedRE = regexp.MustCompile(`the (\d+) rows of its fragments before this row's \(event (\d+) to event (\d+)\) were published, and are again at every restart`)
+
+// Issue 29 item 4: under kafka.on-poison: fail, a poison row in the second
+// fragment of a transaction larger than source.buffer-bytes stops the
+// publisher with nothing of its own fragment published (the rounds it
+// spans included): Kafka holds exactly the rows of the first fragment
+// (the rows events up to the first that reaches binlog.ChunkEvents rows),
+// which the error counts and names; a restart publishes them again with
+// the same event ids and stops at the same row; checkpoint set past the
+// transaction resumes after it, the rest of it never published.
+func TestPoisonLargeTransactionFail(t *testing.T) {
+	e := largePoisonEnv(t)
+	p := e.start()
+	e.largePoisonTxn()
+	ids := e.eventIDs()
+	index := map[string]int{} // event id → row index in the transaction
+	for i := range largeRows {
+		index[ids[fmt.Sprintf("%d/%d", 2+i%7, 2+i)]] = i
+	}
+	poisonID := ids[fmt.Sprintf("%d/%d", 2+largePoison%7, 2+largePoison)]
+	// stopped checks a run's stop and returns the rows it says were
+	// published and the transaction's end it names (checked against the
+	// records' binlog_txn_end below: insertRaw's binlog end may include
+	// other tests' transactions on the shared server).
+	stopped := func(p *publisher) (int, string) {
+		t.Helper()
+		if code := p.waitExit(t, 2*time.Minute); code != 1 {
+			t.Fatalf("exit code %d, want 1 (poison, fail policy)", code)
+		}
+		log, _ := os.ReadFile(p.log)
+		m := poisonErrRE.FindSubmatch(log)
+		if m == nil || string(m[1]) != "undecodable" || string(m[2]) != poisonID {
+			t.Fatalf("poison error %q, want undecodable event %s:\n%s", m, poisonID, tail(string(log), 10))
+		}
+		end := fmt.Sprintf("%s:%s", m[3], m[4])
+		pm := publishedRE.FindSubmatch(log)
+		if pm == nil {
+			t.Fatalf("the error does not say what of the transaction was published:\n%s", tail(string(log), 10))
+		}
+		n, _ := strconv.Atoi(string(pm[1]))
+		if string(pm[2]) != ids["2/2"] || index[string(pm[3])] != n-1 {
+			t.Fatalf("the error names events %s to %s, want %s to the %d-th row's", pm[2], pm[3], ids["2/2"], n)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("skip the rest of the transaction (its rows after those %d are then not published): cdc-outbox checkpoint set %s", n, end),
+			"kafka.on-poison: dead-letter",
+		} {
+			if !bytes.Contains(log, []byte(want)) {
+				t.Errorf("the error does not say %q", want)
+			}
+		}
+		return n, end
+	}
+	n, end := stopped(p)
+	t.Logf("first run: %d rows of the transaction published", n)
+
+	// published returns how many times each row of the transaction is in
+	// Kafka, and checks the row before it is there once.
+	cons := verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic)
+	var recs []verify.Record
+	published := func() map[int]int {
+		t.Helper()
+		recs = append(recs, mustPoll(t, cons)...) // every run has exited: everything acknowledged is there
+		times, before := map[int]int{}, 0
+		for _, r := range recs {
+			if r.EventID == ids["1/1"] {
+				before++
+				continue
+			}
+			i, ok := index[r.EventID]
+			if !ok {
+				t.Fatalf("unexpected record %s", r.EventID)
+			}
+			times[i]++
+		}
+		if before != 1 {
+			t.Fatalf("the row before the transaction published %d times, want 1", before)
+		}
+		return times
+	}
+	times := published()
+	if len(times) != n {
+		t.Fatalf("%d rows of the transaction in Kafka, the error says %d", len(times), n)
+	}
+	// Exactly the first fragment: the rows events up to the first that
+	// reaches binlog.ChunkEvents rows, each row once.
+	rowPos := map[int]string{}
+	for _, r := range recs {
+		if i, ok := index[r.EventID]; ok {
+			rowPos[i] = r.Headers["binlog_pos"]
+			if got := r.Headers["binlog_txn_end"]; got != end {
+				t.Fatalf("row %d: binlog_txn_end %s, the error names the transaction ending at %s", i, got, end)
+			}
+		}
+	}
+	inLast := 0 // rows in the fragment's last rows event
+	for i := range n {
+		if times[i] != 1 {
+			t.Fatalf("row %d published %d times, want the first %d rows once each", i, times[i], n)
+		}
+		if rowPos[i] == rowPos[n-1] {
+			inLast++
+		}
+	}
+	if n < binlog.ChunkEvents || n-inLast >= binlog.ChunkEvents || n > largePoison {
+		t.Fatalf("%d rows published (%d before the last rows event): want the first fragment, the rows events up to the first that reaches %d rows",
+			n, n-inLast, binlog.ChunkEvents)
+	}
+
+	// Every restart: the same rows again, the same stop.
+	if again, aend := stopped(e.launch()); again != n || aend != end {
+		t.Fatalf("the restart says %d rows of the transaction ending at %s published, the first run %d of %s", again, aend, n, end)
+	}
+	times = published()
+	for i := range largeRows {
+		if want := map[bool]int{true: 2, false: 0}[i < n]; times[i] != want {
+			t.Fatalf("after a restart row %d is in Kafka %d times, want %d (the first %d rows twice, nothing else)", i, times[i], want, n)
+		}
+	}
+
+	// checkpoint set past the transaction: the rest of it is never published.
+	if out, code := e.cli(nil, "checkpoint", "set", end); code != 0 {
+		t.Fatalf("checkpoint set: exit %d:\n%s", code, out)
+	}
+	p = e.start()
+	after, _ := e.insertRaw([]string{row("'message.created'", "1", 9999, `'{}'`)})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if cp := e.checkpoint(); cp != nil && binlog.ComparePos(cp.Position(), binlog.Position{File: after.file, Pos: after.pos}) >= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint %+v never reached %s:%d", e.checkpoint(), after.file, after.pos)
+		}
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	later := e.eventIDs()["1/9999"]
+	recs = slices.DeleteFunc(append(recs, mustPoll(t, cons)...), func(r verify.Record) bool {
+		if r.EventID == later {
+			later = "" // seen
+			return true
+		}
+		return false
+	})
+	if later != "" {
+		t.Fatal("the row after the skipped transaction was not published")
+	}
+	if len(published()) != n {
+		t.Fatal("rows of the skipped transaction were published after checkpoint set")
+	}
+}
+
+// Issue 29 item 4, dead-letter: the poison row of a transaction larger than
+// source.buffer-bytes is dead-lettered in its place and every other row of
+// the transaction is published once, in order, with what follows.
+func TestPoisonLargeTransactionDeadLetter(t *testing.T) {
+	e := largePoisonEnv(t)
+	dlq := e.deadLetterPolicy()
+	p := e.start()
+	e.largePoisonTxn()
+	e.insertRaw([]string{row("'message.created'", "1", 9999, `'{}'`)})
+	ids := e.eventIDs()
+	recs := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), largeRows+1, 2*time.Minute)
+	want := map[string][]string{"1": {"1", "9999"}} // per conversation key, the seq_nos in order
+	for i := range largeRows {
+		if i != largePoison {
+			k := fmt.Sprint(2 + i%7)
+			want[k] = append(want[k], fmt.Sprint(2+i))
+		}
+	}
+	got := perConversation(t, recs)
+	for k, seqs := range want {
+		if got[k] != strings.Join(seqs, ",") {
+			t.Fatalf("conversation %s: published %.200s…, want %.200s… (%d records in all)", k, got[k], strings.Join(seqs, ","), len(recs))
+		}
+	}
+	if len(recs) != largeRows+1 {
+		t.Fatalf("%d records, want %d", len(recs), largeRows+1)
+	}
+	dead := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, dlq), 1, 30*time.Second)
+	poisonID := ids[fmt.Sprintf("%d/%d", 2+largePoison%7, 2+largePoison)]
+	if len(dead) != 1 || dead[0].EventID != poisonID || dead[0].Headers["dlq_reason"] != "undecodable" {
+		t.Fatalf("dead letters %+v, want event %s (undecodable)", dead, poisonID)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
 	}
 }
