@@ -34,7 +34,7 @@ var builtin = map[string]bool{"up": true, "scrape_duration_seconds": true}
 func registered(t *testing.T) map[string]dto.MetricType {
 	t.Helper()
 	m := health.NewMetrics(health.BuildInfo{Version: "test"})
-	m.Source("s").InitTopics("t") // per-source families exist once a source is published, per-topic ones once a topic is known
+	m.Source("s").InitTopics("t")                     // per-source families exist once a source is published, per-topic ones once a topic is known
 	m.Registry().MustRegister(health.NewSources("s")) // the per-source states, as run registers them
 	fams, err := m.Registry().Gather()
 	if err != nil {
