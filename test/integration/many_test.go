@@ -54,6 +54,9 @@ import (
 //     nothing is lost or reordered on any source.
 func TestHAManySources(t *testing.T) {
 	n, k := envInt(t, "CDC_MANY_SOURCES", 8), envInt(t, "CDC_MANY_INSTANCES", 2)
+	if n < 2 || k < 2 {
+		t.Fatalf("CDC_MANY_SOURCES %d, CDC_MANY_INSTANCES %d: want at least 2 of each", n, k)
+	}
 	const manyRate = 20 // events/s per source
 	raddr := privateRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: raddr})
