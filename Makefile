@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check docker version test-flavours test-flavour-subset test-cluster
+	deploy-check release release-check docker version test-flavours test-flavour-subset test-cluster test-many
 
 all: build
 
@@ -121,6 +121,18 @@ test-cluster:
 	$(STACK) up-cluster
 	t0=$$SECONDS; eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -timeout 30m -v -run '$(CLUSTER_RUN)' ./test/integration/; \
 		rc=$$?; echo "cluster: integration tests exit $$rc in $$((SECONDS - t0)) s"; $(STACK) down-cluster; exit $$rc
+
+## test-many: many sources (docs/ha.md, "Many sources"): TestHAManySources with MANY_SOURCES outbox tables
+## (64 by default), each its own entry of sources:, over MANY_INSTANCES instances (3) on a private
+## redis-server: the spread, per-source state, a kill -9 under a light load, and the cost per idle
+## source. Heavy (64 binlog streams, about 2 min): not in make test, which runs the same test with 8
+## sources over 2 instances.
+MANY_SOURCES   ?= 64
+MANY_INSTANCES ?= 3
+test-many:
+	$(STACK) up
+	eval "$$($(STACK) env)" && CDC_MANY_SOURCES=$(MANY_SOURCES) CDC_MANY_INSTANCES=$(MANY_INSTANCES) \
+		$(GO) test -tags integration -count=1 -timeout 20m -v -run '^TestHAManySources$$' ./test/integration/
 
 unit:
 	$(GO) test -count=1 -race ./...

@@ -160,6 +160,12 @@ func NewStore(cfg Config) *Store {
 	return &Store{rdb: newClient(cfg), key: cfg.Key, cfg: cfg} // client.go
 }
 
+// WithKey returns a Store of cfg.Key on s's Redis client, for a cfg that
+// reaches the same Redis as s's (it differs in the key): several sources
+// on one connection pool (package ha). Closing it closes s's client:
+// close s alone, once every Store sharing it is done.
+func (s *Store) WithKey(cfg Config) *Store { return &Store{rdb: s.rdb, key: cfg.Key, cfg: cfg} }
+
 // Key returns the Redis key.
 func (s *Store) Key() string { return s.key }
 

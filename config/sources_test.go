@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,27 @@ func TestSelectSources(t *testing.T) {
 	}
 	if _, err := s.ApplyRun(RunFlags{Source: "shard1", Recover: true}); err == nil {
 		t.Fatal("single ApplyRun with another source's name succeeded")
+	}
+}
+
+// 64 sources on one server, each with its own range of ha.server-ids 16
+// ids (docs/ha.md, "Many sources"), load; one id more in a range overlaps.
+func TestSourcesManyServerIDRanges(t *testing.T) {
+	clearEnv(t)
+	entries := func(step int) string {
+		var b strings.Builder
+		for i := range 64 {
+			fmt.Fprintf(&b, "  - name: shard%d\n    source: {server-id: %d, table: ob_%d}\n    checkpoint: {key: \"cp:shard%d\"}\n", i, 100000+i*step, i, i)
+		}
+		return b.String()
+	}
+	head := strings.Split(sourcesYAML, "sources:")[0] + "sources:\n"
+	cfg, err := LoadFor(writeConfig(t, head+entries(16)), ScopeRun)
+	if err != nil || len(cfg.Pipelines()) != 64 {
+		t.Fatalf("64 sources with 16 ids each: %v", err)
+	}
+	_, err = LoadFor(writeConfig(t, strings.Replace(head, "lease-ttl: 4s", "lease-ttl: 4s\n  server-ids: 17", 1)+entries(16)), ScopeRun)
+	if err == nil || !strings.Contains(err.Error(), "sources[63].source.server-id: 101008 (with ha.server-ids 17: 101008–101024) overlaps sources[62]'s 100992–101008") {
+		t.Fatalf("ranges of 17 ids 16 apart: %v", err)
 	}
 }

@@ -59,6 +59,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) 
 	m := NewMetrics(opts.Registerer)
 	ps := cfg.Pipelines()
 	s := newSupervisor(cfg, opts, log, m, len(ps))
+	defer s.stores.close()
 	if !cfg.HA.Enabled {
 		return s.unfenced(ctx, ps)
 	}
@@ -89,6 +90,15 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *zap.Logger) 
 	// A first heartbeat before any acquisition, so that instances started
 	// together see each other before they take sources.
 	s.beatOnce(ctx, group.Client())
+	if joinWait(len(ps), s.previous) {
+		// Instances started together see each other before taking sources.
+		s.log.Info("joining the instances: taking sources after a second heartbeat", zap.Duration("wait", cfg.HA.RenewEvery()))
+		select {
+		case <-ctx.Done():
+		case <-time.After(cfg.HA.RenewEvery()):
+			s.beatOnce(ctx, group.Client())
+		}
+	}
 	var g errgroup.Group
 	errs := make([]error, len(ps))
 	for i, p := range ps {
@@ -122,6 +132,9 @@ type supervisor struct {
 	alive   int // instances alive in the group, this one included
 	owned   int // sources this instance holds
 	giving  int // sources being handed over
+	trying  int // acquisitions in flight (counted in owned)
+
+	stores stores // the sources' Redis clients, one per Redis
 }
 
 // phase returns the named source's phase (nil: no health is followed).
@@ -171,8 +184,7 @@ func (s *supervisor) beatOnce(ctx context.Context, rdb redis.Scripter) {
 // until ctx is cancelled or the source fails fatally.
 func (s *supervisor) source(ctx context.Context, p config.Named) error {
 	log := s.log.With(zap.String("source", p.Name), zap.String("key", p.Config.Checkpoint.Key))
-	store := checkpoint.NewStore(p.Config.Checkpoint)
-	defer store.Close()
+	store := s.stores.get(p.Config.Checkpoint) // closed by Run
 	rdb := store.Client()
 	// The server_ids found taken by the terms that ended so in a row
 	// (takenIDs), cleared by any other end of a term.
@@ -298,20 +310,36 @@ func (s *supervisor) acquire(ctx context.Context, store *checkpoint.Store, acq *
 	for {
 		s.mu.Lock()
 		may := lease.MayAcquire(s.owned, s.sources, s.alive)
+		// Only other sources' acquisitions in flight fill the share: most
+		// may find their lease held, so look again soon, not a renew
+		// interval later (with many sources, a takeover took rounds).
+		busy := !may && lease.MayAcquire(s.owned-s.trying, s.sources, s.alive)
 		if may {
 			s.owned++ // reserved while acquiring
+			s.trying++
 		}
 		s.mu.Unlock()
+		if busy {
+			select {
+			case <-ctx.Done():
+				return nil, time.Time{}, nil
+			case <-time.After(every / 20):
+			}
+			continue
+		}
 		if may {
 			actx, cancel := context.WithTimeout(ctx, every)
 			l, holder, sent, err := acq.Acquire(actx, rdb)
 			cancel()
+			s.mu.Lock()
+			s.trying--
+			if l == nil {
+				s.owned-- // the reservation given back with the attempt
+			}
+			s.mu.Unlock()
 			if l != nil {
 				return l, sent, nil
 			}
-			s.mu.Lock()
-			s.owned--
-			s.mu.Unlock()
 			if err != nil && ctx.Err() == nil {
 				// A TLS or login mismatch named with its settings.
 				err = store.Explain(ctx, err)
