@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check docker version date test-flavours test-flavour-subset test-cluster
+	deploy-check release release-check helm-check docker version date test-flavours test-flavour-subset test-cluster
 
 all: build
 
@@ -179,6 +179,8 @@ release:
 		{ echo "release: VERSION=$(VERSION): want MAJOR.MINOR.PATCH[-prerelease][+build] (make release VERSION=0.1.0)"; exit 2; }
 	@[[ "$(VERSION)" == *[-+]* ]] || grep -qF '## [$(VERSION)]' CHANGELOG.md || \
 		{ echo "release: CHANGELOG.md has no '## [$(VERSION)]' section (RELEASING.md, step 1)"; exit 2; }
+	@[[ "$(VERSION)" == *[-+]* ]] || grep -qx 'appVersion: "$(VERSION)"' deploy/helm/cdc-outbox/Chart.yaml || \
+		{ echo "release: deploy/helm/cdc-outbox/Chart.yaml's appVersion is not $(VERSION) (RELEASING.md, step 2)"; exit 2; }
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	set -e; for p in $(PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
@@ -200,8 +202,9 @@ release:
 ## check: the signature (and a tampered SHA256SUMS refused), the checksums, static binaries of each
 ## platform, --version, the OCI image (scripts/release check-image: platforms, user 65532, entrypoint,
 ## labels, files, the amd64 binary run from the layer), the SBOMs, the second build identical
-## (reproducible: the same commit gives the same digests)
-release-check:
+## (reproducible: the same commit gives the same digests); then the Helm chart (deploy/helm: helm lint's
+## rules and helm template with each values file of deploy/helm/testdata, in process, the objects typed)
+release-check: helm-check
 	set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
 	ssh-keygen -q -t ed25519 -N '' -C release-check -f $$d/key; \
 	$(MAKE) --no-print-directory release DIST=$$d/a SIGNING_KEY=$$d/key >/dev/null; \
@@ -228,6 +231,10 @@ release-check:
 	$(MAKE) --no-print-directory release DIST=$$d/b >/dev/null; \
 	diff $$d/a/SHA256SUMS $$d/b/SHA256SUMS || { echo "release-check: a second build differs (not reproducible)"; exit 1; }; \
 	echo "release-check: OK ($(VERSION), $(PLATFORMS): binaries, image, SBOMs, SHA256SUMS and its signature, reproducible)"
+
+## helm-check: the Helm chart deploy/helm/cdc-outbox, offline (deploy/helm/doc.go)
+helm-check:
+	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## docker: the image, version stamped
 docker:
