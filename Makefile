@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check helm-check docker version date test-flavours test-flavour-subset test-cluster
+	deploy-check release release-check helm-check release-tool-check docker version date test-flavours test-flavour-subset test-cluster
 
 all: build
 
@@ -204,7 +204,7 @@ release:
 ## labels, files, the amd64 binary run from the layer), the SBOMs, the second build identical
 ## (reproducible: the same commit gives the same digests); then the Helm chart (deploy/helm: helm lint's
 ## rules and helm template with each values file of deploy/helm/testdata, in process, the objects typed)
-release-check: helm-check
+release-check: helm-check release-tool-check
 	set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
 	ssh-keygen -q -t ed25519 -N '' -C release-check -f $$d/key; \
 	$(MAKE) --no-print-directory release DIST=$$d/a SIGNING_KEY=$$d/key >/dev/null; \
@@ -231,6 +231,11 @@ release-check: helm-check
 	$(MAKE) --no-print-directory release DIST=$$d/b >/dev/null; \
 	diff $$d/a/SHA256SUMS $$d/b/SHA256SUMS || { echo "release-check: a second build differs (not reproducible)"; exit 1; }; \
 	echo "release-check: OK ($(VERSION), $(PLATFORMS): binaries, image, SBOMs, SHA256SUMS and its signature, reproducible)"
+
+## release-tool-check: scripts/release's own tests (the image reproducible, the check refusing a wrong
+## version, a missing platform, binaries of another architecture)
+release-tool-check:
+	$(RELEASE_TOOL) vet ./... && $(RELEASE_TOOL) test -count=1 ./...
 
 ## helm-check: the Helm chart deploy/helm/cdc-outbox, offline (deploy/helm/doc.go)
 helm-check:
