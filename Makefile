@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check helm-check release-tool-check docker version date test-flavours test-flavour-subset test-cluster
+	deploy-check release release-check helm-check release-tool-check image-run-check docker version date test-flavours test-flavour-subset test-cluster
 
 all: build
 
@@ -42,6 +42,8 @@ test: vet deploy-check release-check
 	eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
 	# the producer against the real broker (idempotence: a resent batch stored once)
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
+	# the release image run with podman against the stack
+	$(MAKE) --no-print-directory image-run-check
 	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_CI)'
 	$(MAKE) --no-print-directory test-flavour-subset
 	$(MAKE) --no-print-directory test-secure
@@ -236,6 +238,25 @@ release-check: helm-check release-tool-check
 ## version, a missing platform, binaries of another architecture)
 release-tool-check:
 	$(RELEASE_TOOL) vet ./... && $(RELEASE_TOOL) test -count=1 ./...
+
+## image-run-check: the release image run for real with Debian's podman (installed here when missing, as
+## root; runc, as crun refuses this machine's hybrid cgroups): loaded from the release's OCI archive,
+## --version, then TestImageRun against the local stack (host network: uid 65532, /healthz, /readyz,
+## the probe, rows published in order, SIGTERM exits 0)
+PODMAN ?= podman --runtime runc
+image-run-check:
+	@command -v podman >/dev/null && command -v runc >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc uidmap >/dev/null; } || \
+		{ echo "image-run-check needs podman and runc: apt-get install podman runc"; exit 1; }
+	$(STACK) up
+	set -e; d=$$(mktemp -d); \
+	$(MAKE) --no-print-directory release DIST=$$d >/dev/null; \
+	id=$$($(PODMAN) pull -q oci-archive:$$d/cdc-outbox_$(VERSION)_oci.tar); \
+	trap '$(PODMAN) rmi -f $$id >/dev/null; rm -rf $$d' EXIT; \
+	out=$$($(PODMAN) run --rm --network none --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 $$id --version); \
+	grep -qF -- "$(VERSION)" <<<"$$out" || { echo "podman run --version printed '$$out', want $(VERSION)"; exit 1; }; \
+	eval "$$($(STACK) env)" && CDC_IMAGE=$$id CDC_PODMAN='$(PODMAN)' \
+		$(GO) test -tags integration -count=1 -v -run '^TestImageRun$$' ./test/integration/
 
 ## helm-check: the Helm chart deploy/helm/cdc-outbox, offline (deploy/helm/doc.go)
 helm-check:

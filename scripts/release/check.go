@@ -22,7 +22,7 @@ import (
 )
 
 // checkLayout loads the OCI image layout in dir as a runtime would and
-// checks what a Kubernetes user relies on: one index tagged version with
+// checks what a Kubernetes user relies on: one index tagged version (tagOf) with
 // exactly the platforms arches, and for each image the user (numeric,
 // non-root), the entrypoint, the labels, the files (static binaries of the
 // right architecture, passwd, CA certificates); the binary of the machine's
@@ -41,8 +41,8 @@ func checkLayout(dir string, s imageSpec, arches []string) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if len(tm.Manifests) != 1 || tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != s.Version {
-		return v1.Hash{}, fmt.Errorf("index.json: want one index tagged %s, got %+v", s.Version, tm.Manifests)
+	if len(tm.Manifests) != 1 || tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != tagOf(s.Version) {
+		return v1.Hash{}, fmt.Errorf("index.json: want one index tagged %s, got %+v", tagOf(s.Version), tm.Manifests)
 	}
 	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
 	if err != nil {

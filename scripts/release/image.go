@@ -216,8 +216,8 @@ func buildIndex(s imageSpec) (v1.ImageIndex, error) {
 	return mutate.Annotations(idx, s.labels()).(v1.ImageIndex), nil
 }
 
-// writeLayout writes idx as an OCI image layout in dir (tagged version by
-// org.opencontainers.image.ref.name) and the same tree as a tar archive
+// writeLayout writes idx as an OCI image layout in dir (tagged tagOf(version)
+// by org.opencontainers.image.ref.name) and the same tree as a tar archive
 // (an "oci-archive": skopeo copy oci-archive:FILE, podman load -i FILE).
 func writeLayout(idx v1.ImageIndex, version, dir, archive string, mtime time.Time) (v1.Hash, error) {
 	if err := os.RemoveAll(dir); err != nil {
@@ -227,7 +227,7 @@ func writeLayout(idx v1.ImageIndex, version, dir, archive string, mtime time.Tim
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version})); err != nil {
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tagOf(version)})); err != nil {
 		return v1.Hash{}, err
 	}
 	d, err := idx.Digest()
@@ -262,6 +262,9 @@ func writeLayout(idx v1.ImageIndex, version, dir, archive string, mtime time.Tim
 	}
 	return d, os.WriteFile(archive, b, 0o644)
 }
+
+// tagOf is the image tag of version: a tag has no "+" (0.0.0-dev+abc → 0.0.0-dev_abc).
+func tagOf(version string) string { return strings.ReplaceAll(version, "+", "_") }
 
 // binariesIn finds dist's release binaries of version for each arch:
 // cdc-outbox_<version>_linux_<arch> and cdc-outbox-probe_<version>_linux_<arch>.
