@@ -170,11 +170,14 @@ deploy-check:
 ## or given: make release VERSION=0.1.0 builds it from any commit): static binaries cdc-outbox and
 ## cdc-outbox-probe for $(PLATFORMS); the multi-platform OCI image built without a Docker daemon
 ## (scripts/release: the layout cdc-outbox_V_oci/ and its archive cdc-outbox_V_oci.tar); a CycloneDX
-## SBOM per binary (cyclonedx-gomod, from the module graph recorded in the binary); SHA256SUMS; with
+## SBOM per binary (cyclonedx-gomod, from the module graph recorded in the binary) and one of the image
+## (cdc-outbox_V_oci.cdx.json: its digest, each binary's hash and modules, the CA bundle); SHA256SUMS; with
 ## SIGNING_KEY (an SSH private key), SHA256SUMS.sig (ssh-keygen -Y sign, namespace "file").
 ## A plain MAJOR.MINOR.PATCH needs its "## [MAJOR.MINOR.PATCH]" section in CHANGELOG.md. RELEASING.md.
 SIGNING_KEY ?=
 SOURCE_URL  ?= https://github.com/cdc-outbox/cdc-outbox
+# where the image is published (the image SBOM's purl; the Helm chart's and the manifests' image)
+IMAGE_REPO  ?= ghcr.io/cdc-outbox/cdc-outbox
 RELEASE_TOOL = $(GO) -C scripts/release
 release:
 	@[[ "$(VERSION)" =~ ^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$$ ]] || \
@@ -190,20 +193,19 @@ release:
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w' \
 			-o $(DIST)/cdc-outbox-probe_$(VERSION)_$${os}_$${arch} ./cmd/cdc-outbox-probe; \
 	done
-	$(RELEASE_TOOL) run . image -dist $(abspath $(DIST)) -version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' \
-		-source '$(SOURCE_URL)' -platforms '$(PLATFORMS)'
 	set -e; for f in $(DIST)/cdc-outbox_$(VERSION)_linux_* $(DIST)/cdc-outbox-probe_$(VERSION)_linux_*; do \
-		case $$f in *_oci*) continue;; esac; \
 		$(RELEASE_TOOL) tool cyclonedx-gomod bin -json -noserial -notimestamp -std -version 'v$(VERSION)' \
 			-output $(abspath $(DIST))/$${f##*/}.cdx.json $(abspath $(DIST))/$${f##*/} 2>/dev/null; \
 	done
+	$(RELEASE_TOOL) run . image -dist $(abspath $(DIST)) -version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' \
+		-source '$(SOURCE_URL)' -platforms '$(PLATFORMS)' -repo '$(IMAGE_REPO)'
 	cd $(DIST) && sha256sum $$(find . -maxdepth 1 -type f -name 'cdc-outbox*' -printf '%P\n' | LC_ALL=C sort) > SHA256SUMS && cat SHA256SUMS
 	$(if $(SIGNING_KEY),ssh-keygen -q -Y sign -f '$(SIGNING_KEY)' -n file $(DIST)/SHA256SUMS && ls $(DIST)/SHA256SUMS.sig)
 
 ## release-check: make release twice into scratch directories, signed with a key generated for the
 ## check: the signature (and a tampered SHA256SUMS refused), the checksums, static binaries of each
 ## platform, --version, the OCI image (scripts/release check-image: platforms, user 65532, entrypoint,
-## labels, files, the amd64 binary run from the layer), the SBOMs, the second build identical
+## labels, files, the amd64 binary run from the layer, its SBOM against it), the binaries' SBOMs, the second build identical
 ## (reproducible: the same commit gives the same digests); then the Helm chart (deploy/helm: helm lint's
 ## rules and helm template with each values file of deploy/helm/testdata, in process, the objects typed)
 release-check: helm-check release-tool-check
@@ -232,7 +234,7 @@ release-check: helm-check release-tool-check
 	out=$$($$d/a/cdc-outbox_$(VERSION)_linux_$$($(GO) env GOARCH) --version); \
 	grep -qF -- "$(VERSION)" <<<"$$out" || { echo "--version printed '$$out', want $(VERSION)"; exit 1; }; \
 	$(RELEASE_TOOL) run . check-image -dist $$d/a -version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' \
-		-source '$(SOURCE_URL)' -platforms '$(PLATFORMS)'; \
+		-source '$(SOURCE_URL)' -platforms '$(PLATFORMS)' -repo '$(IMAGE_REPO)'; \
 	$(MAKE) --no-print-directory release DIST=$$d/b >/dev/null; \
 	diff $$d/a/SHA256SUMS $$d/b/SHA256SUMS || { echo "release-check: a second build differs (not reproducible)"; exit 1; }; \
 	echo "release-check: OK ($(VERSION), $(PLATFORMS): binaries, image, SBOMs, SHA256SUMS and its signature, reproducible)"

@@ -27,36 +27,38 @@ import (
 // non-root), the entrypoint, the labels, the files (static binaries of the
 // right architecture, passwd, CA certificates); the binary of the machine's
 // own architecture is extracted and run with --version, which must print
-// version. It returns the index digest.
-func checkLayout(dir string, s imageSpec, arches []string) (v1.Hash, error) {
+// version. It returns the index digest and each platform's files (path
+// without the leading "/" → tar entry).
+func checkLayout(dir string, s imageSpec, arches []string) (v1.Hash, map[string]map[string]*entry, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, nil, err
 	}
 	top, err := p.ImageIndex()
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, nil, err
 	}
 	tm, err := top.IndexManifest()
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, nil, err
 	}
 	if len(tm.Manifests) != 1 || tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != tagOf(s.Version) {
-		return v1.Hash{}, fmt.Errorf("index.json: want one index tagged %s, got %+v", tagOf(s.Version), tm.Manifests)
+		return v1.Hash{}, nil, fmt.Errorf("index.json: want one index tagged %s, got %+v", tagOf(s.Version), tm.Manifests)
 	}
 	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, nil, err
 	}
 	im, err := idx.IndexManifest()
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, nil, err
 	}
 	var errs []error
 	if err := wantLabels("index annotations", im.Annotations, s.labels()); err != nil {
 		errs = append(errs, err)
 	}
 	var got []string
+	layers := map[string]map[string]*entry{}
 	for _, d := range im.Manifests {
 		if d.Platform == nil {
 			errs = append(errs, fmt.Errorf("manifest %s: no platform", d.Digest))
@@ -65,11 +67,13 @@ func checkLayout(dir string, s imageSpec, arches []string) (v1.Hash, error) {
 		got = append(got, d.Platform.OS+"/"+d.Platform.Architecture)
 		img, err := idx.Image(d.Digest)
 		if err != nil {
-			return v1.Hash{}, err
+			return v1.Hash{}, nil, err
 		}
-		if err := checkImage(img, d.Platform, s); err != nil {
+		files, err := checkImage(img, d.Platform, s)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", d.Platform, err))
 		}
+		layers[d.Platform.OS+"/"+d.Platform.Architecture] = files
 	}
 	slices.Sort(got)
 	want := slices.Sorted(slices.Values(arches))
@@ -78,12 +82,12 @@ func checkLayout(dir string, s imageSpec, arches []string) (v1.Hash, error) {
 	}
 	dg, err := idx.Digest()
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, nil, err
 	}
 	if dg != tm.Manifests[0].Digest {
 		errs = append(errs, fmt.Errorf("index digest %s, index.json names %s", dg, tm.Manifests[0].Digest))
 	}
-	return dg, errors.Join(errs...)
+	return dg, layers, errors.Join(errs...)
 }
 
 func wantLabels(what string, got, want map[string]string) error {
@@ -96,10 +100,10 @@ func wantLabels(what string, got, want map[string]string) error {
 	return errors.Join(errs...)
 }
 
-func checkImage(img v1.Image, p *v1.Platform, s imageSpec) error {
+func checkImage(img v1.Image, p *v1.Platform, s imageSpec) (map[string]*entry, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var errs []error
 	if cf.OS != p.OS || cf.Architecture != p.Architecture {
@@ -122,7 +126,7 @@ func checkImage(img v1.Image, p *v1.Platform, s imageSpec) error {
 	}
 	files, err := flatten(img)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, name := range []string{"cdc-outbox", "cdc-outbox-probe"} {
 		if err := checkBinary(files, binDir+"/"+name, p.Architecture); err != nil {
@@ -143,7 +147,7 @@ func checkImage(img v1.Image, p *v1.Platform, s imageSpec) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return files, errors.Join(errs...)
 }
 
 type entry struct {

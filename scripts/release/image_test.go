@@ -36,6 +36,10 @@ func fakeRelease(t *testing.T, version string, arches []string) string {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("go build %s: %v\n%s", arch, err, out)
 			}
+			sbom := `{"bomFormat": "CycloneDX", "specVersion": "1.6", "version": 1, "components": [{"bom-ref": "pkg:golang/fake@v1?type=module", "type": "library", "name": "fake", "version": "v1"}]}`
+			if err := os.WriteFile(filepath.Join(dir, name+"_"+version+"_linux_"+arch+".cdx.json"), []byte(sbom), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return dir
@@ -87,15 +91,41 @@ func TestImageReproducibleAndChecked(t *testing.T) {
 		t.Errorf("another commit time, the same digest %s", d3)
 	}
 
-	if got, err := checkLayout(dir1, s, arches); err != nil || got != d1 {
+	got, layers, err := checkLayout(dir1, s, arches)
+	if err != nil || got != d1 {
 		t.Fatalf("checkLayout: %s, %v; want %s", got, err, d1)
+	}
+
+	// The image SBOM: written twice the same; checked against the layers;
+	// refused for another image or with a binary's hash not the layer's.
+	s.Binaries, _ = binariesIn(dist, s.Version, arches)
+	sb, err := imageSBOM(s, d1, "ghcr.io/cdc-outbox/cdc-outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbomFile := filepath.Join(t.TempDir(), "image.cdx.json")
+	if err := writeSBOM(sb, sbomFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSBOM(sbomFile, d1, layers); err != nil {
+		t.Errorf("checkSBOM: %v", err)
+	}
+	if err := checkSBOM(sbomFile, v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}, layers); err == nil {
+		t.Errorf("the SBOM of %s passed as another image's", d1)
+	}
+	sb.Components[len(sb.Components)-1].Hashes = sha256Of([]byte("another binary"))
+	if err := writeSBOM(sb, sbomFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSBOM(sbomFile, d1, layers); err == nil || !strings.Contains(err.Error(), "hash") {
+		t.Errorf("a binary's wrong hash passed: %v", err)
 	}
 	other := s
 	other.Version = "1.2.4"
-	if _, err := checkLayout(dir1, other, arches); err == nil || !strings.Contains(err.Error(), "tagged 1.2.4") {
+	if _, _, err := checkLayout(dir1, other, arches); err == nil || !strings.Contains(err.Error(), "tagged 1.2.4") {
 		t.Errorf("a layout of 1.2.3 checked as 1.2.4: %v", err)
 	}
-	if _, err := checkLayout(dir1, s, append(arches, "linux/s390x")); err == nil || !strings.Contains(err.Error(), "platforms") {
+	if _, _, err := checkLayout(dir1, s, append(arches, "linux/s390x")); err == nil || !strings.Contains(err.Error(), "platforms") {
 		t.Errorf("a missing platform passed: %v", err)
 	}
 	// only amd64 binaries under the arm64 name: the ELF check refuses them
@@ -107,7 +137,7 @@ func TestImageReproducibleAndChecked(t *testing.T) {
 		}
 	}
 	bad, _ := build(t, amdOnly, s, arches)
-	if _, err := checkLayout(bad, s, arches); err == nil || !strings.Contains(err.Error(), "ELF machine") {
+	if _, _, err := checkLayout(bad, s, arches); err == nil || !strings.Contains(err.Error(), "ELF machine") {
 		t.Errorf("amd64 binaries in the arm64 image passed: %v", err)
 	}
 }

@@ -12,7 +12,9 @@
 // 65532, the Mozilla CA certificates of golang.org/x/crypto/x509roots/fallback,
 // /home/nonroot, /tmp) shared by the platforms, and a layer with the two
 // static binaries; every time is the commit's, so the same commit gives the
-// same digest. check-image unpacks the archive and checks it (checkLayout).
+// same digest. It also writes the image's SBOM, DIR/cdc-outbox_V_oci.cdx.json
+// (imageSBOM), from the binaries' SBOMs DIR/<binary>.cdx.json. check-image
+// unpacks the archive and checks it (checkLayout) and the SBOM against it.
 //
 // It is its own module so that go-containerregistry and the SBOM tool
 // (go tool cyclonedx-gomod) stay out of the publisher's go.mod.
@@ -45,6 +47,7 @@ func run(args []string) error {
 	date := fl.String("date", "", "the commit's time, RFC 3339 (every file's and the config's time)")
 	source := fl.String("source", "https://github.com/cdc-outbox/cdc-outbox", "org.opencontainers.image.source")
 	platforms := fl.String("platforms", "linux/amd64 linux/arm64", "space-separated os/arch")
+	repo := fl.String("repo", "ghcr.io/cdc-outbox/cdc-outbox", "the repository the image is published under (the SBOM's purl)")
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -71,6 +74,13 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+		b, err := imageSBOM(s, d, *repo)
+		if err != nil {
+			return err
+		}
+		if err := writeSBOM(b, dir+".cdx.json"); err != nil {
+			return err
+		}
 		fmt.Println(d)
 		return nil
 	case "check-image":
@@ -82,11 +92,14 @@ func run(args []string) error {
 		if err := untar(dir+".tar", tmp); err != nil {
 			return err
 		}
-		d, err := checkLayout(tmp, s, arches)
+		d, layers, err := checkLayout(tmp, s, arches)
 		if err != nil {
 			return fmt.Errorf("%s.tar: %w", dir, err)
 		}
-		fmt.Printf("image %s: %s, user %s, entrypoint %s, labels and --version %s: OK\n", d, strings.Join(arches, " "), userSpec, entryPath, *version)
+		if err := checkSBOM(dir+".cdx.json", d, layers); err != nil {
+			return err
+		}
+		fmt.Printf("image %s: %s, user %s, entrypoint %s, labels, SBOM and --version %s: OK\n", d, strings.Join(arches, " "), userSpec, entryPath, *version)
 		return nil
 	}
 	return fmt.Errorf("unknown command %q: image or check-image", args[0])
