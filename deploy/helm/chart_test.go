@@ -395,7 +395,7 @@ func TestImageInStep(t *testing.T) {
 	}
 }
 
-// A digest pins the image; no Secret name is refused at render time.
+// A digest pins the image; values the schema refuses are refused at render time.
 func TestRenderValues(t *testing.T) {
 	r, err := render(t, map[string]any{"image": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)}})
 	if err != nil {
@@ -404,8 +404,20 @@ func TestRenderValues(t *testing.T) {
 	if img := r.deployment.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, "@sha256:"+strings.Repeat("ab", 32)) {
 		t.Errorf("image %s, want the digest", img)
 	}
-	if _, err := render(t, map[string]any{"secret": map[string]any{"name": ""}}); err == nil || !strings.Contains(err.Error(), "secret.name") {
-		t.Errorf("an empty secret.name rendered (%v), want an error naming it", err)
+	// values.schema.json: an empty Secret name, a misspelt or mistyped value refused, named
+	for _, c := range []struct {
+		vals map[string]any
+		want string
+	}{
+		{map[string]any{"secret": map[string]any{"name": ""}}, "/secret/name"},
+		{map[string]any{"replicaCont": 3}, "replicaCont"},
+		{map[string]any{"replicaCount": "two"}, "/replicaCount"},
+		{map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enable": true}}}, "enable"},
+		{map[string]any{"image": map[string]any{"digest": "latest"}}, "/image/digest"},
+	} {
+		if _, err := render(t, c.vals); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("values %v rendered (%v), want an error naming %s", c.vals, err, c.want)
+		}
 	}
 	r, err = render(t, map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}, "serviceAccount": map[string]any{"create": false}})
 	if err != nil {
