@@ -15,11 +15,19 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -o /out/cdc-outbox ./cmd/cdc-outbox \
  && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/cdc-outbox-probe ./cmd/cdc-outbox-probe
 
+# The release image (make release, scripts/release) is built without Docker from
+# scratch with the same binaries, user (65532), entrypoint, environment and labels.
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=0.0.0-dev
+ARG COMMIT=unknown
+ARG DATE=unknown
 LABEL org.opencontainers.image.title="cdc-outbox" \
       org.opencontainers.image.description="Publishes transactional-outbox rows from the MySQL/MariaDB binlog to Kafka" \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${COMMIT}" \
+      org.opencontainers.image.created="${DATE}" \
+      org.opencontainers.image.source="https://github.com/cdc-outbox/cdc-outbox" \
+      org.opencontainers.image.url="https://github.com/cdc-outbox/cdc-outbox" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/cdc-outbox /out/cdc-outbox-probe /usr/local/bin/
 # /healthz, /readyz, /status and /metrics. Inside the container every interface
@@ -28,6 +36,6 @@ COPY --from=build /out/cdc-outbox /out/cdc-outbox-probe /usr/local/bin/
 ENV CDC_OUTBOX_METRICS_ADDR=:9108
 EXPOSE 9108
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 CMD ["/usr/local/bin/cdc-outbox-probe"]
-USER nonroot:nonroot
+USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/cdc-outbox"]
 CMD ["run", "--config", "/etc/cdc-outbox/config.yaml"]

@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check docker version test-flavours test-flavour-subset test-cluster test-many
+	deploy-check release release-check helm-check helm-cli-check release-tool-check image-run-check docker version date test-flavours test-flavour-subset test-cluster test-many
 
 all: build
 
@@ -42,6 +42,8 @@ test: vet deploy-check release-check
 	eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
 	# the producer against the real broker (idempotence: a resent batch stored once)
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
+	# the release image run with podman against the stack
+	$(MAKE) --no-print-directory image-run-check
 	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_CI)'
 	$(MAKE) --no-print-directory test-flavour-subset
 	$(MAKE) --no-print-directory test-secure
@@ -166,6 +168,9 @@ clean:
 
 version:
 	@echo $(VERSION)
+# the commit's time (the release's timestamps; RELEASING.md)
+date:
+	@echo $(DATE)
 
 ## deploy-check: the dashboard and alert rules against the registered metrics, promtool check/test rules
 ## (skipped without promtool: apt-get install prometheus), the Kubernetes manifests (offline, typed)
@@ -173,29 +178,118 @@ deploy-check:
 	$(GO) test -count=1 ./deploy/ ./health/
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-## release: static binaries for $(PLATFORMS) in $(DIST)/, with SHA256SUMS
+## release: everything a release publishes, in $(DIST)/, stamped with VERSION (from the newest v* tag,
+## or given: make release VERSION=0.1.0 builds it from any commit): static binaries cdc-outbox and
+## cdc-outbox-probe for $(PLATFORMS); the multi-platform OCI image built without a Docker daemon
+## (scripts/release: the layout cdc-outbox_V_oci/ and its archive cdc-outbox_V_oci.tar); a CycloneDX
+## SBOM per binary (cyclonedx-gomod, from the module graph recorded in the binary) and one of the image
+## (cdc-outbox_V_oci.cdx.json: its digest, each binary's hash and modules, the CA bundle); SHA256SUMS; with
+## SIGNING_KEY (an SSH private key), SHA256SUMS.sig (ssh-keygen -Y sign, namespace "file").
+## A plain MAJOR.MINOR.PATCH needs its "## [MAJOR.MINOR.PATCH]" section in CHANGELOG.md. RELEASING.md.
+SIGNING_KEY ?=
+SOURCE_URL  ?= https://github.com/cdc-outbox/cdc-outbox
+# where the image is published (the image SBOM's purl; the Helm chart's and the manifests' image)
+IMAGE_REPO  ?= ghcr.io/cdc-outbox/cdc-outbox
+RELEASE_TOOL = $(GO) -C scripts/release
 release:
+	@[[ "$(VERSION)" =~ ^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$$ ]] || \
+		{ echo "release: VERSION=$(VERSION): want MAJOR.MINOR.PATCH[-prerelease][+build] (make release VERSION=0.1.0)"; exit 2; }
+	@[[ "$(VERSION)" == *[-+]* ]] || grep -qF '## [$(VERSION)]' CHANGELOG.md || \
+		{ echo "release: CHANGELOG.md has no '## [$(VERSION)]' section (RELEASING.md, step 1)"; exit 2; }
+	@[[ "$(VERSION)" == *[-+]* ]] || grep -qx 'appVersion: "$(VERSION)"' deploy/helm/cdc-outbox/Chart.yaml || \
+		{ echo "release: deploy/helm/cdc-outbox/Chart.yaml's appVersion is not $(VERSION) (RELEASING.md, step 2)"; exit 2; }
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	set -e; for p in $(PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
 			-o $(DIST)/cdc-outbox_$(VERSION)_$${os}_$${arch} ./cmd/cdc-outbox; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w' \
+			-o $(DIST)/cdc-outbox-probe_$(VERSION)_$${os}_$${arch} ./cmd/cdc-outbox-probe; \
 	done
-	cd $(DIST) && sha256sum cdc-outbox_* > SHA256SUMS && cat SHA256SUMS
+	set -e; for f in $(DIST)/cdc-outbox_$(VERSION)_linux_* $(DIST)/cdc-outbox-probe_$(VERSION)_linux_*; do \
+		$(RELEASE_TOOL) tool cyclonedx-gomod bin -json -noserial -notimestamp -std -version 'v$(VERSION)' \
+			-output $(abspath $(DIST))/$${f##*/}.cdx.json $(abspath $(DIST))/$${f##*/} 2>/dev/null; \
+	done
+	$(RELEASE_TOOL) run . image -dist $(abspath $(DIST)) -version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' \
+		-source '$(SOURCE_URL)' -platforms '$(PLATFORMS)' -repo '$(IMAGE_REPO)'
+	cd $(DIST) && sha256sum $$(find . -maxdepth 1 -type f -name 'cdc-outbox*' -printf '%P\n' | LC_ALL=C sort) > SHA256SUMS && cat SHA256SUMS
+	$(if $(SIGNING_KEY),ssh-keygen -q -Y sign -f '$(SIGNING_KEY)' -n file $(DIST)/SHA256SUMS && ls $(DIST)/SHA256SUMS.sig)
 
-## release-check: make release into a scratch directory; checksums, static (CGO_ENABLED=0), platforms, --version
-release-check:
+## release-check: make release twice into scratch directories, signed with a key generated for the
+## check: the signature (and a tampered SHA256SUMS refused), the checksums, static binaries of each
+## platform, --version, the OCI image (scripts/release check-image: platforms, user 65532, entrypoint,
+## labels, files, the amd64 binary run from the layer, its SBOM against it), the binaries' SBOMs, the second build identical
+## (reproducible: the same commit gives the same digests); then the Helm chart (deploy/helm: helm lint's
+## rules and helm template with each values file of deploy/helm/testdata, in process, the objects typed)
+release-check: helm-check release-tool-check
+	@command -v ssh-keygen >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-client >/dev/null; } || \
+		{ echo "release-check needs ssh-keygen: apt-get install openssh-client"; exit 1; }
 	set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
-	$(MAKE) --no-print-directory release DIST=$$d >/dev/null; \
-	(cd $$d && sha256sum -c --quiet SHA256SUMS); \
-	for p in $(PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; f=$$d/cdc-outbox_$(VERSION)_$${os}_$${arch}; \
-		info=$$($(GO) version -m $$f); \
-		for want in "CGO_ENABLED=0" "GOOS=$$os" "GOARCH=$$arch"; do \
-			grep -qF -- "$$want" <<<"$$info" || { echo "$$f: build info lacks $$want"; exit 1; }; \
+	ssh-keygen -q -t ed25519 -N '' -C release-check -f $$d/key; \
+	$(MAKE) --no-print-directory release DIST=$$d/a SIGNING_KEY=$$d/key >/dev/null; \
+	echo "release-check@cdc-outbox $$(cat $$d/key.pub)" > $$d/allowed_signers; \
+	ssh-keygen -Y verify -f $$d/allowed_signers -I release-check@cdc-outbox -n file -s $$d/a/SHA256SUMS.sig < $$d/a/SHA256SUMS; \
+	! { sed 's/^./0/' $$d/a/SHA256SUMS | ssh-keygen -Y verify -f $$d/allowed_signers -I release-check@cdc-outbox -n file \
+		-s $$d/a/SHA256SUMS.sig >/dev/null 2>&1; } || { echo "a tampered SHA256SUMS passed the signature check"; exit 1; }; \
+	(cd $$d/a && sha256sum -c --quiet SHA256SUMS); \
+	for p in $(PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; \
+		for b in cdc-outbox cdc-outbox-probe; do f=$$d/a/$${b}_$(VERSION)_$${os}_$${arch}; \
+			info=$$($(GO) version -m $$f); \
+			for want in "CGO_ENABLED=0" "GOOS=$$os" "GOARCH=$$arch"; do \
+				grep -qF -- "$$want" <<<"$$info" || { echo "$$f: build info lacks $$want"; exit 1; }; \
+			done; \
+			grep -qF '"bomFormat": "CycloneDX"' $$f.cdx.json && grep -qF '"version": "v$(VERSION)"' $$f.cdx.json && \
+				grep -qF 'pkg:golang/github.com/cdc-outbox/cdc-outbox@v$(VERSION)' $$f.cdx.json || \
+				{ echo "$$f.cdx.json: not a CycloneDX SBOM of cdc-outbox v$(VERSION)"; exit 1; }; \
 		done; \
 	done; \
-	out=$$($$d/cdc-outbox_$(VERSION)_linux_$$($(GO) env GOARCH) --version); \
+	out=$$($$d/a/cdc-outbox_$(VERSION)_linux_$$($(GO) env GOARCH) --version); \
 	grep -qF -- "$(VERSION)" <<<"$$out" || { echo "--version printed '$$out', want $(VERSION)"; exit 1; }; \
-	echo "release-check: OK ($(VERSION), $(PLATFORMS))"
+	$(RELEASE_TOOL) run . check-image -dist $$d/a -version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' \
+		-source '$(SOURCE_URL)' -platforms '$(PLATFORMS)' -repo '$(IMAGE_REPO)'; \
+	$(MAKE) --no-print-directory release DIST=$$d/b >/dev/null; \
+	diff $$d/a/SHA256SUMS $$d/b/SHA256SUMS || { echo "release-check: a second build differs (not reproducible)"; exit 1; }; \
+	echo "release-check: OK ($(VERSION), $(PLATFORMS): binaries, image, SBOMs, SHA256SUMS and its signature, reproducible)"
+
+## release-tool-check: scripts/release's own tests (the image reproducible, the check refusing a wrong
+## version, a missing platform, binaries of another architecture)
+release-tool-check:
+	$(RELEASE_TOOL) vet ./... && $(RELEASE_TOOL) test -count=1 ./...
+
+## image-run-check: the release image run for real with Debian's podman (installed here when missing, as
+## root; runc, as crun refuses this machine's hybrid cgroups): loaded from the release's OCI archive,
+## --version, then TestImageRun against the local stack (host network: uid 65532, /healthz, /readyz,
+## the probe, rows published in order, SIGTERM exits 0)
+PODMAN ?= podman --runtime runc
+image-run-check:
+	@command -v podman >/dev/null && command -v runc >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc uidmap >/dev/null; } || \
+		{ echo "image-run-check needs podman and runc: apt-get install podman runc"; exit 1; }
+	$(STACK) up
+	set -e; d=$$(mktemp -d); \
+	$(MAKE) --no-print-directory release DIST=$$d >/dev/null; \
+	id=$$($(PODMAN) pull -q oci-archive:$$d/cdc-outbox_$(VERSION)_oci.tar); \
+	trap '$(PODMAN) rmi -f $$id >/dev/null; rm -rf $$d' EXIT; \
+	out=$$($(PODMAN) run --rm --network none --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 $$id --version); \
+	grep -qF -- "$(VERSION)" <<<"$$out" || { echo "podman run --version printed '$$out', want $(VERSION)"; exit 1; }; \
+	eval "$$($(STACK) env)" && CDC_IMAGE=$$id CDC_PODMAN='$(PODMAN)' \
+		$(GO) test -tags integration -count=1 -v -run '^TestImageRun$$' ./test/integration/
+
+## helm-check: the Helm chart deploy/helm/cdc-outbox, offline (deploy/helm/doc.go)
+helm-check:
+	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+## helm-cli-check: the real helm CLI (built from the Go module proxy, HELM_VERSION; about 6 minutes the
+## first time on 2 cores, hence not in make test, which runs helm's lint and template code in process):
+## helm lint --strict and helm template with the defaults and each values file of deploy/helm/testdata
+HELM_VERSION ?= v4.3.2
+HELM = $(GO) run helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+helm-cli-check:
+	set -e; cd deploy/helm; for f in "" testdata/*.yaml; do \
+		$(HELM) lint --strict cdc-outbox $${f:+-f $$f} >/dev/null; \
+		$(HELM) template cdc-outbox cdc-outbox -n outbox $${f:+-f $$f} >/dev/null; \
+		echo "helm lint --strict, helm template: $${f:-defaults}: OK"; \
+	done
 
 ## docker: the image, version stamped
 docker:
