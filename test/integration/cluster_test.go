@@ -543,6 +543,80 @@ func TestClusterPauseLeader(t *testing.T) {
 	}
 }
 
+// The start-up tests come before the tests that kill or pause the
+// metadata broker, two brokers or the bootstrap broker: those may move
+// the active KRaft controller, after which brokers hand out producer ids
+// slowly for a while (docs/delivery.md, "Producer ids after a controller
+// pause"), which a start measures; go test runs them in this order.
+
+// The publisher started while one broker (the first configured, a leader
+// of two partitions) is paused: it starts, and publishes to every
+// partition within Kafka's fencing time.
+func TestClusterStartWhilePaused(t *testing.T) {
+	e := newClusterEnv(t, roundRobin)
+	e.kafka = []string{broker(1), broker(2), broker(3)}
+	base := highWatermarks(e.topic)
+	stack(t, "stop-broker", "1")
+	at := time.Now()
+	fenced := make(chan time.Duration, 1)
+	go func() { // Kafka's part, while the publisher starts
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if ps, err := clusterPartitions(e.topic); err == nil && len(ps) == partitions && notLedBy(1)(ps) {
+				fenced <- time.Since(at)
+				return
+			}
+		}
+		fenced <- -1
+	}()
+	p := e.start()
+	started := time.Since(at)
+	pr := e.clusterWorkload(1406, 30*time.Second)
+	rec := waitResumed(e.topic, base, at, time.Minute)
+	t.Logf("started (streaming) %s after the pause; every partition written after %s", started.Round(time.Millisecond), rec.Round(time.Millisecond))
+	stack(t, "cont-broker", "1")
+	e.clusterFinish("publisher started while a broker is paused", p, pr, rec)
+	assertResumed(t, "start with a paused broker", rec, <-fenced)
+}
+
+// The exactly-once start while one of three brokers is paused (SIGSTOP):
+// InitProducerId with the transactional id, the read of the committed
+// transactions' headers and the first transactions go through the
+// brokers that answer, within Kafka's fencing; a read_committed consumer
+// then sees each event exactly once, in order.
+func TestClusterStartWhilePausedExactlyOnce(t *testing.T) {
+	e := newClusterEnv(t, roundRobin)
+	e.kafka = []string{broker(1), broker(2), broker(3)}
+	e.kafkaExtra = "  delivery: exactly-once\n"
+	base := highWatermarks(e.topic)
+	stack(t, "stop-broker", "1")
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			stack(t, "cont-broker", "1")
+		}
+	})
+	at := time.Now()
+	p := e.start()
+	started := time.Since(at)
+	pr := e.clusterWorkload(1408, 30*time.Second)
+	rec := waitResumed(e.topic, base, at, time.Minute)
+	t.Logf("exactly-once: started (streaming) %s after the pause; every partition written after %s", started.Round(time.Millisecond), rec.Round(time.Millisecond))
+	stack(t, "cont-broker", "1")
+	resumed = true
+	pr.wait(t)
+	cons := newCommittedConsumerOn(t, clusterBrokers, e.topic)
+	chk := verify.NewChecker(pr.plan.Last)
+	for deadline := time.Now().Add(3 * time.Minute); !chk.Complete() && time.Now().Before(deadline); {
+		chk.Add(cons.poll(context.Background())...)
+	}
+	rep := chk.Report()
+	t.Logf("read_committed: %s; %d pipeline restarts", rep.String(), restarts(p))
+	requireOK(t, rep)
+	if rep.Duplicates > 0 {
+		t.Fatalf("exactly-once: %d duplicates for a read_committed consumer", rep.Duplicates)
+	}
+}
+
 // The broker holding the publisher's metadata connection (the first
 // configured broker, leading none of the topic's partitions) SIGKILLed or
 // paused: metadata comes from another broker within the dial timeout.
@@ -624,73 +698,5 @@ func TestClusterBootstrapDies(t *testing.T) {
 	assertStalls(t, "the bootstrap broker killed", st)
 	if n := restarts(p); n != 0 {
 		t.Fatalf("%d pipeline restarts", n)
-	}
-}
-
-// The publisher started while one broker (the first configured, a leader
-// of two partitions) is paused: it starts, and publishes to every
-// partition within Kafka's fencing time.
-func TestClusterStartWhilePaused(t *testing.T) {
-	e := newClusterEnv(t, roundRobin)
-	e.kafka = []string{broker(1), broker(2), broker(3)}
-	base := highWatermarks(e.topic)
-	stack(t, "stop-broker", "1")
-	at := time.Now()
-	fenced := make(chan time.Duration, 1)
-	go func() { // Kafka's part, while the publisher starts
-		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if ps, err := clusterPartitions(e.topic); err == nil && len(ps) == partitions && notLedBy(1)(ps) {
-				fenced <- time.Since(at)
-				return
-			}
-		}
-		fenced <- -1
-	}()
-	p := e.start()
-	started := time.Since(at)
-	pr := e.clusterWorkload(1406, 30*time.Second)
-	rec := waitResumed(e.topic, base, at, time.Minute)
-	t.Logf("started (streaming) %s after the pause; every partition written after %s", started.Round(time.Millisecond), rec.Round(time.Millisecond))
-	stack(t, "cont-broker", "1")
-	e.clusterFinish("publisher started while a broker is paused", p, pr, rec)
-	assertResumed(t, "start with a paused broker", rec, <-fenced)
-}
-
-// The exactly-once start while one of three brokers is paused (SIGSTOP):
-// InitProducerId with the transactional id, the read of the committed
-// transactions' headers and the first transactions go through the
-// brokers that answer, within Kafka's fencing; a read_committed consumer
-// then sees each event exactly once, in order.
-func TestClusterStartWhilePausedExactlyOnce(t *testing.T) {
-	e := newClusterEnv(t, roundRobin)
-	e.kafka = []string{broker(1), broker(2), broker(3)}
-	e.kafkaExtra = "  delivery: exactly-once\n"
-	base := highWatermarks(e.topic)
-	stack(t, "stop-broker", "1")
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			stack(t, "cont-broker", "1")
-		}
-	})
-	at := time.Now()
-	p := e.start()
-	started := time.Since(at)
-	pr := e.clusterWorkload(1408, 30*time.Second)
-	rec := waitResumed(e.topic, base, at, time.Minute)
-	t.Logf("exactly-once: started (streaming) %s after the pause; every partition written after %s", started.Round(time.Millisecond), rec.Round(time.Millisecond))
-	stack(t, "cont-broker", "1")
-	resumed = true
-	pr.wait(t)
-	cons := newCommittedConsumerOn(t, clusterBrokers, e.topic)
-	chk := verify.NewChecker(pr.plan.Last)
-	for deadline := time.Now().Add(3 * time.Minute); !chk.Complete() && time.Now().Before(deadline); {
-		chk.Add(cons.poll(context.Background())...)
-	}
-	rep := chk.Report()
-	t.Logf("read_committed: %s; %d pipeline restarts", rep.String(), restarts(p))
-	requireOK(t, rep)
-	if rep.Duplicates > 0 {
-		t.Fatalf("exactly-once: %d duplicates for a read_committed consumer", rep.Duplicates)
 	}
 }
