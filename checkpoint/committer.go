@@ -10,6 +10,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // Ack is an acknowledged position as the Committer receives it.
@@ -62,6 +63,10 @@ func (c *Committer) Acked() binlog.Position {
 	return c.acked
 }
 
+// MirrorFailures returns how many copies to the mirror failed
+// (Writer.MirrorFailures).
+func (c *Committer) MirrorFailures() uint64 { return c.w.MirrorFailures() }
+
 // Saved returns the newest position written.
 func (c *Committer) Saved() binlog.Position {
 	c.mu.Lock()
@@ -78,14 +83,28 @@ func (c *Committer) Saved() binlog.Position {
 // lease was lost; ErrBackwards: another publisher writes the key) ends
 // Run at once with that error: this publisher must stop. A key found
 // missing (ErrVanished) is logged as an error, and was written again.
+//
+// With a mirror (Writer.SetMirror), a copier goroutine owned by Run
+// copies the newest position stored to it every mirror interval, each
+// copy bounded by timeout, so that a slow or failing copy (a paused
+// broker) never holds the acknowledgements: the copy may lag, it is a
+// lower bound anyway. A failed copy is retried after interval, then
+// after twice as long, up to the mirror interval. The final write tries
+// the copy once more (bounded) after the copier stopped.
 func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
+	stopCopier := c.startCopier(ctx)
+	defer stopCopier()
+	final := func() error {
+		stopCopier()
+		return c.final()
+	}
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	for {
 		select {
 		case a, ok := <-acks:
 			if !ok {
-				return c.final()
+				return final()
 			}
 			c.take(a)
 		case <-t.C:
@@ -105,10 +124,73 @@ func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 					}
 				default:
 				}
-				return c.final()
+				return final()
 			}
 		}
 	}
+}
+
+// startCopier starts the copier (copyEvery) when the Writer has a mirror
+// and returns the function that stops it and waits for it (idempotent).
+func (c *Committer) startCopier(ctx context.Context) (stop func()) {
+	if c.w.mirror == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var g errgroup.Group
+	every := c.w.mirrorEvery
+	if every <= 0 {
+		every = c.interval
+	}
+	g.Go(func() error { c.copyEvery(ctx, every); return nil })
+	return func() {
+		cancel()
+		_ = g.Wait()
+	}
+}
+
+// copyEvery copies the newest position stored to the mirror every
+// `every` until ctx ends; after a failure it tries again sooner
+// (copyRetry).
+func (c *Committer) copyEvery(ctx context.Context, every time.Duration) {
+	wait := every
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	failed := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.timeout)
+		err := c.w.copyLatest(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return // stopped: the final write copies
+		}
+		if err != nil {
+			c.w.mirrorFailed(err)
+		}
+		failed, wait = copyRetry(err != nil, failed, c.interval, every)
+		t.Reset(wait)
+	}
+}
+
+// copyRetry returns the wait before the next copy to the mirror: every
+// after a success; after a failure interval, then twice the previous
+// wait after a failure, up to every. failed is the previous wait after a
+// failure (0: the last copy succeeded); it returns the new one.
+func copyRetry(err bool, failed, interval, every time.Duration) (nextFailed, wait time.Duration) {
+	if !err {
+		return 0, every
+	}
+	wait = interval
+	if failed > 0 {
+		wait = 2 * failed
+	}
+	wait = min(wait, every)
+	return wait, wait
 }
 
 // Refused reports whether err is a write the store refused (ErrFenced,
@@ -130,10 +212,14 @@ func (c *Committer) final() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timeout)
 	defer cancel()
 	before := c.Saved()
-	if err := c.saveWith(ctx, c.w.Write); err != nil {
+	if err := c.saveWith(ctx, c.w.periodic); err != nil {
 		return err
 	}
-	c.w.syncMirror(ctx, c.Saved())
+	// The newest value stored, unless copied already (the copier may have
+	// lagged or failed): one try, within what ctx leaves.
+	if err := c.w.copyLatest(ctx); err != nil {
+		c.w.mirrorFailed(err)
+	}
 	if p := c.Saved(); p != before {
 		c.log.Info("checkpoint written", zap.String("file", p.File), zap.Uint32("pos", p.Pos), zap.String("gtid_set", p.GTIDSet))
 	}
@@ -141,7 +227,7 @@ func (c *Committer) final() error {
 }
 
 // save writes the newest acknowledged position if it is new (periodic:
-// copied to the mirror at most every mirror interval). A vanished key
+// Redis only; the copier copies it to the mirror). A vanished key
 // (written again) is logged here, as an error, and not returned.
 func (c *Committer) save(ctx context.Context) error { return c.saveWith(ctx, c.w.periodic) }
 

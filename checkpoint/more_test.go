@@ -56,8 +56,9 @@ func (m *fakeMirror) count() int {
 }
 
 // Every explicit write is copied to the mirror at once, the periodic ones
-// at most every mirror interval, and the final write brings the copy up to
-// date; a failed copy is reported and the Redis write stands.
+// not (the Committer's copier copies them: copyLatest), and copyLatest
+// brings the copy up to date once; a failed copy is counted and reported
+// and the Redis write stands.
 func TestWriterMirror(t *testing.T) {
 	b, m := newFake(), &fakeMirror{}
 	w := NewWriter(b, Source{ServerID: 1, Flavor: "mariadb"}, nil)
@@ -71,27 +72,29 @@ func TestWriterMirror(t *testing.T) {
 		t.Fatalf("explicit write copied %d times, want 1", m.count())
 	}
 	if err := w.periodic(ctx, pos("f.000001", 20)); err != nil || m.count() != 1 {
-		t.Fatalf("periodic write within the interval copied: %v, %d copies", err, m.count())
+		t.Fatalf("periodic write copied: %v, %d copies", err, m.count())
 	}
-	w.syncMirror(ctx, pos("f.000001", 20))
+	if err := w.copyLatest(ctx); err != nil {
+		t.Fatal(err)
+	}
 	v, ok, _ := m.Load(ctx, "k")
 	cp, err := Parse("k", v)
 	if !ok || err != nil || cp.Pos != 20 || m.count() != 2 {
-		t.Fatalf("after syncMirror: %+v %v, %d copies", cp, err, m.count())
+		t.Fatalf("after copyLatest: %+v %v, %d copies", cp, err, m.count())
 	}
-	w.syncMirror(ctx, pos("f.000001", 20)) // already up to date
-	if m.count() != 2 {
-		t.Fatalf("syncMirror of an up-to-date copy wrote again (%d)", m.count())
+	if err := w.copyLatest(ctx); err != nil || m.count() != 2 { // already up to date
+		t.Fatalf("copyLatest of an up-to-date copy: %v, %d copies", err, m.count())
 	}
 	m.fail = errors.New("kafka down")
 	if err := w.Write(ctx, pos("f.000001", 30)); err != nil {
 		t.Fatalf("a failed copy failed the write: %v", err)
 	}
-	if got, _ := b.last(); got.Pos != 30 || len(mirrorErrs) != 1 || !strings.Contains(mirrorErrs[0].Error(), "kafka down") {
-		t.Fatalf("Redis at %d, mirror errors %v", got.Pos, mirrorErrs)
+	if got, _ := b.last(); got.Pos != 30 || len(mirrorErrs) != 1 || !strings.Contains(mirrorErrs[0].Error(), "kafka down") || w.MirrorFailures() != 1 {
+		t.Fatalf("Redis at %d, mirror errors %v, %d failures counted", got.Pos, mirrorErrs, w.MirrorFailures())
 	}
-	w.SetExisted(true)
-	w.syncMirror(ctx, binlog.Position{}) // nothing to copy
+	if err := NewWriter(b, Source{}, nil).copyLatest(ctx); err != nil { // no mirror, nothing stored: nothing to copy
+		t.Fatal(err)
+	}
 }
 
 type recObserver struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -55,13 +56,16 @@ type Writer struct {
 	mirrorEvery time.Duration
 	mirrorErr   func(error)
 
-	mu       sync.Mutex
-	parts    map[string]int
-	fence    *Fence
-	force    bool
-	existed  bool            // the key was loaded or written: missing now is ErrVanished
-	mirrored time.Time       // last copy to the mirror
-	copied   binlog.Position // and its position
+	mu      sync.Mutex
+	parts   map[string]int
+	fence   *Fence
+	force   bool
+	existed bool            // the key was loaded or written: missing now is ErrVanished
+	last    *Checkpoint     // the value last stored, as copied to the mirror; nil: none yet
+	copied  binlog.Position // the position of the last copy made
+
+	copyMu   sync.Mutex    // one copy at a time (the Mirror is not safe for concurrent use)
+	failures atomic.Uint64 // failed copies
 }
 
 // NewWriter returns a Writer storing into b for the server src, with the
@@ -70,11 +74,13 @@ func NewWriter(b Backend, src Source, parts map[string]int) *Writer {
 	return &Writer{b: b, src: src, parts: maps.Clone(parts)}
 }
 
-// SetMirror makes every write also copy the value to m: at once for
-// Write, at most every `every` for the Committer's periodic writes. A
-// failed copy is reported to onErr (the Redis write stands: an older copy
-// is still a safe position to resume from, it only means more
-// duplicates). Call it before the first write.
+// SetMirror makes the writes also copy the value to m: at once for
+// Write; the Committer's periodic writes are copied apart, at most every
+// `every`, by the Committer's copier (Committer.Run), off the
+// acknowledgement path. A failed copy is counted (MirrorFailures) and
+// reported to onErr, which must rate-limit its log (the Redis write
+// stands: an older copy is still a safe position to resume from, it only
+// means more duplicates). Call it before the first write.
 func (w *Writer) SetMirror(m Mirror, every time.Duration, onErr func(error)) {
 	w.mirror, w.mirrorEvery, w.mirrorErr = m, every, onErr
 }
@@ -133,6 +139,9 @@ func (w *Writer) SetExisted(existed bool) {
 	w.existed = existed
 }
 
+// MirrorFailures returns how many copies to the mirror failed.
+func (w *Writer) MirrorFailures() uint64 { return w.failures.Load() }
+
 // Write stores p as the checkpoint, and its copy in the mirror:
 // everything before p was acknowledged (or deliberately skipped,
 // source.on-purged). Errors are the Backend's: *FencedError and
@@ -142,13 +151,15 @@ func (w *Writer) Write(ctx context.Context, p binlog.Position) error {
 	return w.write(ctx, p, true)
 }
 
-// periodic is Write for the Committer's periodic writes: the copy to the
-// mirror is made at most every mirror interval.
+// periodic is Write for the Committer's periodic writes: Redis only; the
+// Committer's copier copies the newest value stored (copyLatest).
 func (w *Writer) periodic(ctx context.Context, p binlog.Position) error {
 	return w.write(ctx, p, false)
 }
 
-func (w *Writer) write(ctx context.Context, p binlog.Position, mirror bool) error {
+// write stores p, then, with copyNow and a mirror, copies it there. A
+// failed copy is reported (mirrorFailed), not returned.
+func (w *Writer) write(ctx context.Context, p binlog.Position, copyNow bool) error {
 	w.mu.Lock()
 	o := WriteOptions{Force: w.force, Existed: w.existed, Fence: w.fence}
 	w.mu.Unlock()
@@ -157,43 +168,56 @@ func (w *Writer) write(ctx context.Context, p binlog.Position, mirror bool) erro
 	if err != nil && !errors.Is(err, ErrVanished) {
 		return err
 	}
-	w.mu.Lock()
-	w.existed = true
-	due := w.mirror != nil && (mirror || time.Since(w.mirrored) >= w.mirrorEvery)
-	w.mu.Unlock()
-	if !due {
-		return err
-	}
 	if o.Fence != nil {
 		v.Token, v.Owner = o.Fence.Token, o.Fence.Owner
 	}
-	b, merr := Encode(v)
-	if merr == nil {
-		merr = w.mirror.Save(ctx, w.b.Key(), b)
-	}
-	if merr != nil {
-		if w.mirrorErr != nil {
-			w.mirrorErr(fmt.Errorf("checkpoint: copy of %s to the mirror: %w", w.b.Key(), merr))
-		}
-		return err
-	}
 	w.mu.Lock()
-	w.mirrored, w.copied = time.Now(), p
+	w.existed = true
+	w.last = &v
 	w.mu.Unlock()
+	if copyNow && w.mirror != nil {
+		if merr := w.copyLatest(ctx); merr != nil {
+			w.mirrorFailed(merr)
+		}
+	}
 	return err
 }
 
-// syncMirror copies p to the mirror when the last copy is of another
-// position (the final write at shutdown: the copy is then up to date).
-func (w *Writer) syncMirror(ctx context.Context, p binlog.Position) {
-	if w.mirror == nil || p.IsZero() {
-		return
+// copyLatest copies the value last stored to the mirror unless it was
+// copied already (nothing to do without a mirror or a value). Older
+// values not copied yet are never copied: the latest wins.
+func (w *Writer) copyLatest(ctx context.Context) error {
+	if w.mirror == nil {
+		return nil
+	}
+	w.copyMu.Lock()
+	defer w.copyMu.Unlock()
+	w.mu.Lock()
+	v := w.last
+	done := v == nil || w.copied == v.Position()
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	b, err := Encode(*v)
+	if err == nil {
+		err = w.mirror.Save(ctx, w.b.Key(), b)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: copy of %s to the mirror: %w", w.b.Key(), err)
 	}
 	w.mu.Lock()
-	done := w.copied == p
+	w.copied = v.Position()
 	w.mu.Unlock()
-	if !done {
-		_ = w.write(ctx, p, true)
+	return nil
+}
+
+// mirrorFailed counts a failed copy and reports it to the onErr of
+// SetMirror.
+func (w *Writer) mirrorFailed(err error) {
+	w.failures.Add(1)
+	if w.mirrorErr != nil {
+		w.mirrorErr(err)
 	}
 }
 

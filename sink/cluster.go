@@ -145,8 +145,11 @@ func (c *cluster) candidates() []string {
 // dialStagger after the previous one unless one answered already (dialFirst),
 // so that a dead or paused broker first in line costs dialStagger, not
 // dialTimeout. Each round trip is bounded by dialTimeout (metadata and
-// InitProducerId answers are quick). It returns every error when every
-// candidate failed.
+// InitProducerId answers are quick), and under a ctx deadline by half
+// of what it leaves (metaTryTimeout), so that a paused broker holding the
+// connection leaves time to ask a healthy one (the checkpoint mirror's
+// copy has checkpoint.timeout, 2 s, for everything). It returns every
+// error when every candidate failed.
 func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (protocol.Message, error) {
 	var errs []error
 	tried := map[string]bool{}
@@ -173,8 +176,12 @@ func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (prot
 			c.meta = bc
 		}
 		tried[c.meta.addr] = true
-		tctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
-		res, err := c.meta.roundTrip(tctx, msg, c.dialTimeout)
+		try := c.dialTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			try = metaTryTimeout(c.dialTimeout, time.Until(dl))
+		}
+		tctx, cancel := context.WithTimeout(ctx, try)
+		res, err := c.meta.roundTrip(tctx, msg, try)
 		cancel()
 		if err == nil {
 			return res, nil
@@ -187,6 +194,19 @@ func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (prot
 		errs = append(errs, err)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// metaTryTimeout bounds one metadata round trip on one broker, given the
+// dial timeout and what is left of the caller's deadline: half of it, so
+// that another broker can still be asked when this one does not answer
+// (paused), never more than dial, and all of it when half would be
+// shorter than dialStagger.
+func metaTryTimeout(dial, left time.Duration) time.Duration {
+	t := min(dial, left/2)
+	if t < dialStagger {
+		t = min(dial, left)
+	}
+	return max(t, 0)
 }
 
 // dialStagger is how long dialFirst waits for a broker before dialling

@@ -35,6 +35,7 @@ type brokerConn struct {
 	wbuf   []byte // the Produce request being written (wire.go); under mu
 	rbuf   []byte // the Produce response being read; the reader's own
 	broken error
+	last   *call // the last call sent; under mu
 	queue  chan *call
 	quit   chan struct{}
 	g      errgroup.Group
@@ -133,14 +134,15 @@ var errConnClosed = errors.New("sink: connection closed")
 
 // send writes msg (within the version range [lo, hi] of the Produce
 // request the caller encodes; lo 0 for others) and returns its call,
-// answered within timeout or failed.
+// answered within timeout of the moment the broker turns to it
+// (answerDeadline) or failed.
 func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Duration) (*call, error) {
 	v, ok := c.versions[msg.ApiKey()]
 	if !ok || v < lo {
 		return nil, fmt.Errorf("broker %s does not support %s v%d or later", c.addr, msg.ApiKey(), lo)
 	}
 	v = min(v, hi)
-	cl := &call{key: msg.ApiKey(), version: v, deadline: time.Now().Add(timeout), done: make(chan struct{})}
+	cl := &call{key: msg.ApiKey(), version: v, done: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken != nil {
@@ -148,7 +150,15 @@ func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Durat
 	}
 	c.corr++
 	cl.corr = c.corr
-	_ = c.nc.SetWriteDeadline(cl.deadline)
+	now := time.Now()
+	var ahead time.Time
+	if c.last != nil && !isClosed(c.last.done) {
+		ahead = c.last.deadline
+	}
+	cl.deadline = answerDeadline(now, timeout, ahead)
+	c.last = cl
+	// Writing does not wait for the calls ahead: its own timeout.
+	_ = c.nc.SetWriteDeadline(now.Add(timeout))
 	// Queue first: the answer may be read before WriteRequest returns.
 	c.queue <- cl
 	if err := c.write(v, cl.corr, msg); err != nil {
@@ -156,6 +166,31 @@ func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Durat
 		return nil, c.broken
 	}
 	return cl, nil
+}
+
+// answerDeadline returns when the answer to a request sent at now with
+// timeout must have arrived, given the deadline of the request ahead of
+// it on the connection still unanswered (zero: none). A broker handles
+// the requests of one connection one at a time, in order: a request's own
+// timeout (a Produce request's broker-side timeout, plus a margin) starts
+// only once the one ahead was answered, at the latest at that one's
+// deadline. So: the later of now + timeout and ahead + timeout. Without
+// it, the 2nd to 5th pipelined Produce requests to a healthy broker whose
+// first waits out its timeout (a dead follower not fenced yet) broke the
+// connection with the client's own read deadline.
+func answerDeadline(now time.Time, timeout time.Duration, ahead time.Time) time.Time {
+	own := now.Add(timeout)
+	if ahead.IsZero() {
+		return own
+	}
+	return later(own, ahead.Add(timeout))
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // write writes msg as version v with correlation id corr: a Produce
