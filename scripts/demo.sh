@@ -23,15 +23,24 @@ mkdir -p "$WORK"
 TOPIC="demo.im.events.$RUN"
 KEY="cdc-outbox:checkpoint:demo-$RUN"
 
-say "3. Schema, least-privilege user (schema/grants-mariadb.sql), topic $TOPIC (6 partitions)"
+# The demo's own user, cdc_outbox_demo, with the grants of
+# schema/grants-mariadb.sql: a cdc_outbox user you created for your own
+# publisher ("Using it on your database") keeps its password; this one is
+# the demo's, so its password is (re)set on every run.
+DEMO_USER=cdc_outbox_demo
+DEMO_PASSWORD=cdc-outbox-demo
+say "3. Schema, least-privilege user $DEMO_USER (schema/grants-mariadb.sql), topic $TOPIC (6 partitions)"
 $STACK mysql im < schema/mariadb.sql
-$STACK mysql im < schema/grants-mariadb.sql
+sed -e "s/'cdc_outbox'@/'$DEMO_USER'@/g" -e "s/'change-me'/'$DEMO_PASSWORD'/" schema/grants-mariadb.sql | $STACK mysql im
+$STACK mysql im -e "ALTER USER '$DEMO_USER'@'%' IDENTIFIED BY '$DEMO_PASSWORD'"
 $STACK mysql im -e "TRUNCATE im_message; TRUNCATE im_event_outbox"
 $STACK kafka-topics --create --topic "$TOPIC" --partitions 6 >/dev/null
 echo "ok"
 
 # The example config, with this run's topic and checkpoint key from the environment.
 export CDC_OUTBOX_SOURCE_ADDR="$CDC_MYSQL_ADDR"
+export CDC_OUTBOX_SOURCE_USER="$DEMO_USER"
+export CDC_OUTBOX_SOURCE_PASSWORD="$DEMO_PASSWORD"
 export CDC_OUTBOX_KAFKA_BROKERS="$CDC_KAFKA_BROKERS"
 export CDC_OUTBOX_CHECKPOINT_ADDR="$CDC_REDIS_ADDR"
 export CDC_OUTBOX_ROUTER_TOPIC="$TOPIC"
