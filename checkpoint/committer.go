@@ -94,12 +94,23 @@ func (c *Committer) Saved() binlog.Position {
 func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 	stopCopier := c.startCopier(ctx)
 	defer stopCopier()
-	final := func() error {
+	// The periodic writes run apart from the acknowledgements, so that a
+	// slow or unreachable Redis (each write waits up to timeout) never
+	// holds them: the writer goes on publishing, the stored position lags.
+	refused := make(chan error, 1)
+	sctx, cancelSaver := context.WithCancel(ctx)
+	var saver errgroup.Group
+	saver.Go(func() error { c.saveEvery(sctx, refused); return nil })
+	stop := func() {
+		cancelSaver()
+		_ = saver.Wait()
 		stopCopier()
+	}
+	defer stop()
+	final := func() error {
+		stop()
 		return c.final()
 	}
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
 	for {
 		select {
 		case a, ok := <-acks:
@@ -107,12 +118,8 @@ func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 				return final()
 			}
 			c.take(a)
-		case <-t.C:
-			if err := c.save(ctx); Refused(err) {
-				return err
-			} else if err != nil {
-				c.warnFailed(err)
-			}
+		case err := <-refused:
+			return err
 		case <-ctx.Done():
 			// Take what was already reported, then write it.
 			for {
@@ -125,6 +132,26 @@ func (c *Committer) Run(ctx context.Context, acks <-chan Ack) error {
 				default:
 				}
 				return final()
+			}
+		}
+	}
+}
+
+// saveEvery writes the newest acknowledged position every interval until
+// ctx ends; a refused write is sent on refused (buffered) and ends it.
+func (c *Committer) saveEvery(ctx context.Context, refused chan<- error) {
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := c.save(ctx); Refused(err) {
+				refused <- err
+				return
+			} else if err != nil && ctx.Err() == nil {
+				c.warnFailed(err)
 			}
 		}
 	}

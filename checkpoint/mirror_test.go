@@ -190,3 +190,48 @@ func TestCopyRetry(t *testing.T) {
 		}
 	}
 }
+
+// hangingBackend's Save waits until hold is closed (or its ctx ends), as
+// a paused Redis does until checkpoint.timeout.
+type hangingBackend struct {
+	*fakeBackend
+	entered chan struct{}
+	once    sync.Once
+	hold    chan struct{}
+}
+
+func (h *hangingBackend) Save(ctx context.Context, c Checkpoint, o WriteOptions) error {
+	h.once.Do(func() { close(h.entered) })
+	select {
+	case <-h.hold:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.fakeBackend.Save(ctx, c, o)
+}
+
+// A Redis write that hangs (Redis paused or slow, each write waiting up
+// to checkpoint.timeout) does not hold the acknowledgements: the Committer
+// takes them meanwhile, so the writer goes on publishing, and the next
+// write stores the newest. Before, the Committer read about one
+// acknowledgement per timed-out write, and the writer stalled behind the
+// full buffer.
+func TestCommitterAcksWhileRedisHangs(t *testing.T) {
+	h := &hangingBackend{fakeBackend: newFake(), entered: make(chan struct{}), hold: make(chan struct{})}
+	w := NewWriter(h, Source{}, nil)
+	c := NewCommitter(w, 5*time.Millisecond, time.Minute, binlog.Position{}, zap.NewNop())
+	acks := make(chan Ack)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background(), acks) }()
+	send(t, acks, Ack{End: pos("f.000001", 10)})
+	<-h.entered // the write of 10 hangs
+	for p := uint32(20); p <= 1000; p += 10 {
+		send(t, acks, Ack{End: pos("f.000001", p)})
+	}
+	close(h.hold)
+	waitFor(t, "Redis to hold 1000", func() bool { cp, _ := h.last(); return cp.Pos == 1000 })
+	close(acks)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
