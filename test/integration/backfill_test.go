@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
@@ -272,7 +273,7 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.readTopic(350, time.Minute)
-	time.Sleep(time.Second) // the checkpoint passes the UPDATE
+	e.waitCheckpointPast(e.binlogEnd(), time.Minute) // past the UPDATE: prune keeps what the checkpoint has not passed
 
 	code, out := e.runPrune("--older-than", "7d", "--dry-run")
 	t.Logf("dry run:\n%s", out)
@@ -316,7 +317,7 @@ func TestPrune(t *testing.T) {
 			t.Fatalf("row %d not published", id)
 		}
 	}
-	time.Sleep(time.Second)
+	e.waitCheckpointPast(e.binlogEnd(), time.Minute)
 	code, out = e.runPrune("--older-than", "7d")
 	t.Logf("prune after catching up:\n%s", out)
 	if code != 0 || !strings.Contains(out, "deleted      40 rows") || len(e.outboxIDs()) != 50 {
@@ -436,4 +437,18 @@ func sameGTIDSet(t *testing.T, a, b string) bool {
 		t.Fatalf("GTID set %q: %v", b, err)
 	}
 	return ga.Equal(gb)
+}
+
+// waitCheckpointPast waits until the stored checkpoint is at or past end
+// (file and position), instead of sleeping until it probably is.
+func (e *env) waitCheckpointPast(end binlog.Position, timeout time.Duration) {
+	e.t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		if cp := e.checkpoint(); cp != nil && binlog.ComparePos(binlog.Position{File: cp.File, Pos: cp.Pos}, binlog.Position{File: end.File, Pos: end.Pos}) >= 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the checkpoint %+v did not reach %s within %s", e.checkpoint(), end.FilePos(), timeout)
+		}
+	}
 }
