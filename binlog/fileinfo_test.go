@@ -131,3 +131,28 @@ func TestInspectFileCutInFormatDescription(t *testing.T) {
 		t.Errorf("a rotate event first: %v", err)
 	}
 }
+
+// The SHOW BINLOG EVENTS types a resumable position may be followed by:
+// a checkpoint before a tagged GTID's transaction (MySQL 8.4+) is one
+// (it was refused as "not between two transactions").
+func TestBetweenTransactions(t *testing.T) {
+	for _, c := range []struct {
+		typ, info string
+		want      bool
+	}{
+		{"Gtid", "SET @@SESSION.GTID_NEXT= 'u:5'", true},
+		{"Gtid_tagged_log_event", "SET @@SESSION.GTID_NEXT= 'u:tenant_a:1'", true},
+		{"Anonymous_Gtid", "", true},
+		{"Query", "BEGIN", true},
+		{"Query", " begin ", true},
+		{"Query", "COMMIT", false},
+		{"Table_map", "", false},
+		{"Write_rows", "", false},
+		{"Xid", "COMMIT /* xid=9 */", false},
+		{"Rotate", "", true},
+	} {
+		if got := betweenTransactions(c.typ, []byte(c.info)); got != c.want {
+			t.Errorf("%s %q: %v, want %v", c.typ, c.info, got, c.want)
+		}
+	}
+}

@@ -392,7 +392,7 @@ func (s *Server) eventAt(p Position, size int64) (ev *eventRow, reason string, e
 	if r.Pos != uint64(p.Pos) {
 		return nil, fmt.Sprintf("no event starts at %s on the server (the next one starts at %d)", p.FilePos(), r.Pos), nil
 	}
-	if !slices.Contains(boundaryEvents, r.Type) && !(r.Type == "Query" && strings.EqualFold(strings.TrimSpace(string(r.Info)), "BEGIN")) {
+	if !betweenTransactions(r.Type, r.Info) {
 		return nil, fmt.Sprintf("%s is not between two transactions on the server (the event there is %s)", p.FilePos(), r.Type), nil
 	}
 	return &r, "", nil

@@ -128,8 +128,17 @@ func replicaRows(r *mysql.Result) []Replica {
 // transaction (event group) or stand between transactions: a resumable
 // position is followed by one of them (or by a Query "BEGIN", for servers
 // that write no GTID events).
-var boundaryEvents = []string{"Format_desc", "Gtid", "Anonymous_Gtid", "Gtid_list", "Binlog_checkpoint", "Previous_gtids",
+var boundaryEvents = []string{"Format_desc", "Gtid", "Gtid_tagged_log_event", "Anonymous_Gtid", "Gtid_list", "Binlog_checkpoint", "Previous_gtids",
 	"Rotate", "Stop", "Start_encryption", "Heartbeat"}
+
+// betweenTransactions reports whether an event of SHOW BINLOG EVENTS
+// type typ, with info, starts at a resumable position (boundaryEvents,
+// or a Query "BEGIN"). MySQL 8.4+'s tagged GTIDs
+// (gtid_next='AUTOMATIC:<tag>') start their transactions with a
+// Gtid_tagged_log_event.
+func betweenTransactions(typ string, info []byte) bool {
+	return slices.Contains(boundaryEvents, typ) || (typ == "Query" && strings.EqualFold(strings.TrimSpace(string(info)), "BEGIN"))
+}
 
 // CheckPosition checks that p's file is on the server, that p.Pos is within
 // it (at most its size in bytes) and, when the server lets us read it with
