@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"math"
 	"net"
 	"os"
@@ -137,10 +136,7 @@ func (p *pauseProxy) pipe(src, dst net.Conn) {
 				return
 			}
 		}
-		if err != nil {
-			if err != io.EOF {
-				return
-			}
+		if err != nil { // EOF or a closed connection: both ends are closed
 			return
 		}
 	}
