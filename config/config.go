@@ -220,7 +220,7 @@ func suggest(k string, names []string) string {
 		}
 	}
 	if best == "" {
-		return " (see the README's configuration table: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, or CDC_OUTBOX_<KEY> for shutdown-timeout, retry-backoff-max, metrics-addr)"
+		return " (see docs/configuration.md: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, or CDC_OUTBOX_<KEY> for shutdown-timeout, retry-backoff-max, metrics-addr)"
 	}
 	return "; did you mean " + best + "?"
 }
