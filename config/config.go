@@ -186,7 +186,57 @@ func applyEnv(cfg *Config, environ []string) error {
 	if len(set) == 0 {
 		return nil
 	}
-	return env.ParseWithOptions(cfg, env.Options{Prefix: EnvPrefix, Environment: set})
+	if err := env.ParseWithOptions(cfg, env.Options{Prefix: EnvPrefix, Environment: set}); err != nil {
+		return err
+	}
+	replaceSecretForms(cfg, set)
+	return nil
+}
+
+// replaceSecretForms makes a variable that gives a secret in one form
+// replace the file's value of the other form: CDC_OUTBOX_SOURCE_PASSWORD_FILE
+// clears a source.password written in the file (and
+// CDC_OUTBOX_SOURCE_PASSWORD a source.password-file), as a variable
+// replaces any other value of the file; without it Validate would refuse
+// the pair ("set either ... not both"). Both variables set are still
+// refused. The pairs are the keys tagged secret (package confref).
+func replaceSecretForms(cfg *Config, set map[string]string) {
+	secs, _ := ReferenceSections() // a key without its doc tag does not matter here
+	envOf := map[string]string{}
+	for _, s := range secs {
+		for _, k := range s.Keys {
+			envOf[k.Path] = k.Env
+		}
+	}
+	for _, s := range secs {
+		for _, k := range s.Keys {
+			_, inline := set[k.Env]
+			_, file := set[envOf[k.File]]
+			switch {
+			case k.File == "" || k.Env == "" || envOf[k.File] == "":
+			case file && !inline:
+				clearKey(reflect.ValueOf(cfg).Elem(), k.Path)
+			case inline && !file:
+				clearKey(reflect.ValueOf(cfg).Elem(), k.File)
+			}
+		}
+	}
+}
+
+// clearKey sets the field of struct v at key path ("source.password") to
+// its zero value.
+func clearKey(v reflect.Value, path string) {
+	name, rest, _ := strings.Cut(path, ".")
+	for i := 0; i < v.NumField(); i++ {
+		if key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ","); key == name {
+			if rest == "" {
+				v.Field(i).SetZero()
+			} else {
+				clearKey(v.Field(i), rest)
+			}
+			return
+		}
+	}
 }
 
 // envCause strips the library's wrapping down to the parse failure.

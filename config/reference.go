@@ -47,7 +47,8 @@ variables (an unknown or empty variable is an error naming the closest one). In 
 (` + "`500ms`, `30s`, `2m`" + `), a boolean is ` + "`true` or `false`" + `.
 
 Each secret (a password, a token, a client secret) has a ` + "`-file`" + ` variant naming a file that holds it, read at each
-connection (a mounted Kubernetes Secret): give one or the other.
+connection (a mounted Kubernetes Secret): give one or the other. A variable of either form replaces the file's value of
+both, so that ` + "`CDC_OUTBOX_SOURCE_PASSWORD_FILE`" + ` overrides a ` + "`source.password`" + ` written in the file.
 
 Per source: ` + strings.Join(perSource, ", ") + ` may be given again in each entry of ` + "`sources:`" + `, where every key the
 entry does not give is the top-level section's; the variables set the top-level sections, so they apply to every entry
