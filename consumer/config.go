@@ -54,6 +54,11 @@ type Config struct {
 	// Topics to read: the publisher's router.topic, or each topic its
 	// {event_type} template produces.
 	Topics []string `yaml:"topics"`
+	// Layout says which headers (or the key) give each record's event id,
+	// ordering key and sequence number: the publisher's mapping preset (im
+	// by default, debezium, generic) or explicit headers; LayoutOf turns
+	// the publisher's source.mapping into one.
+	Layout Layout `yaml:"layout"`
 	// Group is the Kafka consumer group id; offsets are committed under it.
 	Group string `yaml:"group"`
 	// Isolation is read_uncommitted (default) or read_committed; use
@@ -125,6 +130,7 @@ func (c Config) WithDefaults() Config {
 	if c.Start == "" {
 		c.Start = d.Start
 	}
+	c.Layout = c.Layout.WithDefaults()
 	setD(&c.CommitInterval, d.CommitInterval)
 	set(&c.QueueCapacity, d.QueueCapacity)
 	set(&c.MaxBytes, d.MaxBytes)
@@ -159,6 +165,7 @@ func (c *Config) Validate() error {
 	if c.Group == "" {
 		bad("group", "required: a consumer group id")
 	}
+	c.Layout.validate(bad)
 	if c.Isolation != ReadUncommitted && c.Isolation != ReadCommitted {
 		bad("isolation", "%q: want %s or %s", c.Isolation, ReadUncommitted, ReadCommitted)
 	}

@@ -98,7 +98,7 @@ func run(log *zap.Logger, listen string, brokers []string, topic, group, isolati
 		OnGap: func(_ context.Context, gap consumer.Gap) error {
 			// Sessions fill a gap from the table before the next message; the
 			// gap is still worth a look (lost rows upstream, a skipped range).
-			g.log.Warn("seq_no gap", zap.Int64("conversation_id", gap.ConversationID), zap.Int64("after", gap.After), zap.Int64("next", gap.Next))
+			g.log.Warn("seq_no gap", zap.String("conversation_id", gap.Key), zap.Int64("after", gap.After), zap.Int64("next", gap.Next))
 			return nil
 		}}
 	if redisAddr != "" {

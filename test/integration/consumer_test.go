@@ -24,7 +24,7 @@ import (
 // handledLog is what a consumer's handler saw, shared by consumer runs.
 type handledLog struct {
 	mu      sync.Mutex
-	byEvent map[uint64]int             // event id → times handled
+	byEvent map[string]int             // event id → times handled
 	order   map[int64][]int64          // conversation → seq_nos in handling order
 	ends    map[string]binlog.Position // binlog_txn_end values seen
 	late    int
@@ -62,7 +62,7 @@ func TestConsumerAcrossPublisherKillAndReplay(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	store := consumer.NewRedisStore(rdb, "cdc-outbox:it:"+e.name+":seen:", 10*time.Minute)
-	log := &handledLog{byEvent: map[uint64]int{}, order: map[int64][]int64{}}
+	log := &handledLog{byEvent: map[string]int{}, order: map[int64][]int64{}}
 	var gaps sync.Map
 	reg := prometheus.NewRegistry()
 	metrics := consumer.NewMetrics(reg)
@@ -132,7 +132,7 @@ func TestConsumerAcrossPublisherKillAndReplay(t *testing.T) {
 	defer log.mu.Unlock()
 	for id, n := range log.byEvent {
 		if n != 1 {
-			t.Errorf("event %d handled %d times", id, n)
+			t.Errorf("event %s handled %d times", id, n)
 		}
 	}
 	for conv, last := range plan.Last {
