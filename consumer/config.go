@@ -10,10 +10,27 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// TLS is the TLS of the connections to the brokers, as the publisher's
-// kafka.tls section (Enabled, CAFile, CertFile and KeyFile for mutual TLS,
-// ServerName, InsecureSkipVerify for tests only).
-type TLS = secure.TLS
+// TLS is the TLS of the connections to the brokers, the publisher's
+// kafka.tls section (same fields and YAML keys; converted to the
+// publisher's type, so that the two cannot drift apart).
+type TLS struct {
+	// Enabled turns TLS on (a SSL or SASL_SSL listener); the other fields
+	// need it.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of the CAs that sign the brokers' certificates;
+	// empty: the system's trusted CAs.
+	CAFile string `yaml:"ca-file"`
+	// CertFile and KeyFile are the client certificate and key (PEM) for
+	// brokers that require mutual TLS (ssl.client.auth=required).
+	CertFile string `yaml:"cert-file"`
+	KeyFile  string `yaml:"key-file"`
+	// ServerName is the name the brokers' certificates must carry when it
+	// is not the host of the address (an IP address, a load balancer).
+	ServerName string `yaml:"server-name"`
+	// InsecureSkipVerify accepts any certificate: encryption without
+	// authentication, for tests only (New logs a warning).
+	InsecureSkipVerify bool `yaml:"insecure-skip-verify"`
+}
 
 // SASL is the SASL login on the brokers, as the publisher's kafka.sasl
 // section: PLAIN, SCRAM-SHA-256/512 (KIP-84), OAUTHBEARER (KIP-255, a
@@ -193,7 +210,7 @@ func (c *Config) Validate() error {
 	posD("rebalance-timeout", c.RebalanceTimeout)
 	posD("heartbeat-interval", c.HeartbeatInterval)
 	posD("dial-timeout", c.DialTimeout)
-	if err := sink.ValidateSecurity(c.TLS, c.SASL); err != nil {
+	if err := sink.ValidateSecurity(secure.TLS(c.TLS), c.SASL); err != nil {
 		errs = append(errs, fmt.Errorf("consumer.tls / consumer.sasl (the publisher's kafka.tls and kafka.sasl): %w", err))
 	}
 	if c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {

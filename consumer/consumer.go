@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
@@ -83,7 +84,7 @@ func New(cfg Config, h Handler, opts Options) (*Consumer, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	kcfg := sink.Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: cfg.SASL, DialTimeout: cfg.DialTimeout}
+	kcfg := sink.Config{Brokers: cfg.Brokers, TLS: secure.TLS(cfg.TLS), SASL: cfg.SASL, DialTimeout: cfg.DialTimeout}
 	sec := sink.NewSecurity(kcfg)
 	if sec.Insecure() {
 		log.Warn("consumer.tls.insecure-skip-verify is on: the brokers' certificates are not checked (for tests only)")
