@@ -350,3 +350,44 @@ func TestTemporaryFetchErrorPasses(t *testing.T) {
 		}
 	}
 }
+
+// debeziumTopic returns the brokers of an in-process Kafka (kfake) whose
+// topic outbox.event.order holds records as Debezium's outbox event router
+// (and cdc-outbox's debezium preset) writes them: key aggregateid, headers
+// id and type; written by a transactional producer, the second
+// transaction aborted (Example_debezium). stop closes it.
+func debeziumTopic() (brokers []string, stop func()) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outbox.event.order"))
+	if err != nil {
+		panic(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.TransactionalID("debezium-example"),
+		kgo.DefaultProduceTopic("outbox.event.order"))
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	rec := func(id, typ string) *kgo.Record {
+		return &kgo.Record{Key: []byte("order-17"), Value: []byte(`{}`),
+			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}, {Key: "type", Value: []byte(typ)}}}
+	}
+	for _, txn := range []struct {
+		commit bool
+		recs   []*kgo.Record
+	}{
+		{true, []*kgo.Record{rec("4d1c0b8e-0001", "OrderCreated")}},
+		{false, []*kgo.Record{rec("4d1c0b8e-0002", "OrderCancelled")}},
+		{true, []*kgo.Record{rec("4d1c0b8e-0003", "OrderPaid"), rec("4d1c0b8e-0004", "OrderShipped")}},
+	} {
+		if err := cl.BeginTransaction(); err != nil {
+			panic(err)
+		}
+		if err := cl.ProduceSync(context.Background(), txn.recs...).FirstErr(); err != nil {
+			panic(err)
+		}
+		if err := cl.EndTransaction(context.Background(), kgo.TransactionEndTry(txn.commit)); err != nil {
+			panic(err)
+		}
+	}
+	return cluster.ListenAddrs(), cluster.Close
+}
