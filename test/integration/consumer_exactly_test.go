@@ -89,13 +89,7 @@ func TestConsumerExactlyOnceAborts(t *testing.T) {
 	g.Go(func() error { return c.Run(ctx) })
 	waitFor := func(what string, timeout time.Duration, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after %s waiting for %s (handled %d distinct of %d)", timeout, what, log.distinct(), plan.Total)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		log.waitFor(t, what, plan.Total, timeout, ok)
 	}
 
 	txn("aborted-a", false)
@@ -133,19 +127,7 @@ func TestConsumerExactlyOnceAborts(t *testing.T) {
 	if len(log.byEvent) != plan.Total+partitions {
 		t.Errorf("%d distinct events handled, want %d", len(log.byEvent), plan.Total+partitions)
 	}
-	for conv, lastSeq := range plan.Last {
-		got := log.order[conv]
-		if int64(len(got)) != lastSeq {
-			t.Errorf("conversation %d: %d records handled, want %d", conv, len(got), lastSeq)
-			continue
-		}
-		for i, s := range got {
-			if s != int64(i+1) {
-				t.Errorf("conversation %d: record %d has seq_no %d: out of order", conv, i, s)
-				break
-			}
-		}
-	}
+	log.requireInOrder(t, plan.Last)
 	if log.late != 0 {
 		t.Errorf("%d late records", log.late)
 	}

@@ -41,6 +41,38 @@ func (h *handledLog) Handle(_ context.Context, r *consumer.Record) error {
 	return nil
 }
 
+// requireInOrder fails t unless every conversation of last (its last
+// seq_no) was handled 1, 2, … last, in order (the caller holds h.mu).
+func (h *handledLog) requireInOrder(t *testing.T, last map[int64]int64) {
+	t.Helper()
+	for conv, n := range last {
+		got := h.order[conv]
+		if int64(len(got)) != n {
+			t.Errorf("conversation %d: %d records handled, want %d", conv, len(got), n)
+			continue
+		}
+		for i, s := range got {
+			if s != int64(i+1) {
+				t.Errorf("conversation %d: record %d has seq_no %d: out of order", conv, i, s)
+				break
+			}
+		}
+	}
+}
+
+// waitFor polls ok until it holds, failing t after timeout (total: the
+// events planned, for the message).
+func (h *handledLog) waitFor(t *testing.T, what string, total int, timeout time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (handled %d distinct of %d)", timeout, what, h.distinct(), total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (h *handledLog) distinct() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -82,13 +114,7 @@ func TestConsumerAcrossPublisherKillAndReplay(t *testing.T) {
 	}
 	waitFor := func(what string, timeout time.Duration, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after %s waiting for %s (handled %d distinct of %d)", timeout, what, log.distinct(), plan.Total)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		log.waitFor(t, what, plan.Total, timeout, ok)
 	}
 
 	stop := run()
@@ -135,19 +161,7 @@ func TestConsumerAcrossPublisherKillAndReplay(t *testing.T) {
 			t.Errorf("event %s handled %d times", id, n)
 		}
 	}
-	for conv, last := range plan.Last {
-		got := log.order[conv]
-		if int64(len(got)) != last {
-			t.Errorf("conversation %d: %d records handled, want %d", conv, len(got), last)
-			continue
-		}
-		for i, s := range got {
-			if s != int64(i+1) {
-				t.Errorf("conversation %d: record %d has seq_no %d: out of order", conv, i, s)
-				break
-			}
-		}
-	}
+	log.requireInOrder(t, plan.Last)
 	gaps.Range(func(k, _ any) bool { t.Errorf("gap reported: %s", k); return true })
 	if log.late != 0 {
 		t.Errorf("%d late records", log.late)
