@@ -274,6 +274,9 @@ func committedRecords(rp *fetchAPI.ResponsePartition, offset int64, readCommitte
 			return next, err
 		}
 	}
+	if next == offset && len(stream.Records) > 0 {
+		next = offset + 1
+	}
 	return next, nil
 }
 

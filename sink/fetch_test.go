@@ -60,6 +60,8 @@ func TestCommittedRecords(t *testing.T) {
 			[]batch{data(1, 0), abort(1, 1), data(1, 2), commit(1, 3), data(1, 4), abort(1, 5)},
 			[]fetchAPI.ResponseTransaction{txn(1, 4), txn(1, 0)}, []int64{2}, 6},
 		{"empty answer", 30, true, nil, nil, nil, 30},
+		{"only records below the offset (a compacted batch tail): one step on", 12, true,
+			[]batch{data(1, 10, 11)}, nil, nil, 13},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var rrs []protocol.RecordReader
