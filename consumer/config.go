@@ -78,15 +78,19 @@ type Config struct {
 	Layout Layout `yaml:"layout"`
 	// Group is the Kafka consumer group id; offsets are committed under it.
 	Group string `yaml:"group"`
-	// Isolation is read_uncommitted (default) or read_committed; use
-	// read_committed with a publisher in exactly-once (transactional) mode.
+	// Isolation is read_uncommitted (default) or read_committed
+	// (isolation.level, KIP-98); use read_committed with a publisher in
+	// exactly-once (transactional) mode: nothing past the last stable
+	// offset is read and records of aborted transactions are never
+	// handled. Transaction markers are skipped at both levels.
 	Isolation string `yaml:"isolation"`
 	// Start is where a partition without a committed offset starts:
 	// earliest (default) or latest.
 	Start string `yaml:"start"`
 	// CommitInterval is how often handled offsets are committed (default 1 s).
 	CommitInterval time.Duration `yaml:"commit-interval"`
-	// QueueCapacity is the most records prefetched per partition (default 100).
+	// QueueCapacity is the most records prefetched per partition (default
+	// 100), beside the Fetch answer being queued (at most MaxBytes).
 	QueueCapacity int `yaml:"queue-capacity"`
 	// MaxBytes is the most bytes one fetch returns per partition (default 1 MiB).
 	MaxBytes int `yaml:"max-bytes"`
