@@ -12,6 +12,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/consumer"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
@@ -96,10 +97,12 @@ func TestConsumerExactlyOnceAborts(t *testing.T) {
 	a := e.start()
 	pr := e.produceBackground(plan, 1000)
 	waitFor("a third handled", time.Minute, func() bool { return log.distinct() > plan.Total/3 })
-	a.kill(t) // rows arriving all the time: most likely inside a transaction
+	waitFor("a transaction open", 30*time.Second, e.transactionOpen)
+	a.kill(t) // most likely inside a transaction: the next start aborts it
 	txn("aborted-b", false)
 	b := e.start()
 	waitFor("two thirds handled", time.Minute, func() bool { return log.distinct() > 2*plan.Total/3 })
+	waitFor("a transaction open", 30*time.Second, e.transactionOpen)
 	b.kill(t)
 	last := e.start()
 	pr.wait(t)
@@ -142,6 +145,23 @@ func TestConsumerExactlyOnceAborts(t *testing.T) {
 	if aborted < 2*partitions {
 		t.Errorf("only %d aborted records on the topic: the test did not abort its transactions", aborted)
 	}
+}
+
+// transactionOpen reports whether a partition of e's topic has a
+// transaction open: its last stable offset below its high watermark.
+func (e *env) transactionOpen() bool {
+	for p := range partitions {
+		committed := sink.NewPartitionReader(sink.Config{Brokers: brokers}, e.topic, p, true)
+		uncommitted := sink.NewPartitionReader(sink.Config{Brokers: brokers}, e.topic, p, false)
+		_, lso, err1 := committed.Offsets(context.Background())
+		_, hw, err2 := uncommitted.Offsets(context.Background())
+		committed.Close()
+		uncommitted.Close()
+		if err1 == nil && err2 == nil && lso < hw {
+			return true
+		}
+	}
+	return false
 }
 
 // abortedRecords counts the data records of e's topic that a
