@@ -15,6 +15,10 @@ const (
 	PresetGeneric  = "generic"  // aggregate_type / aggregate_id / payload (docs/mapping.md)
 )
 
+// HeaderEventID is the header the publisher sets on every record to the
+// event id (the id column), whatever the mapping (router.HeaderEventID).
+const HeaderEventID = "event_id"
+
 // Envelopes accepted in Config.Envelope.
 const (
 	EnvelopeRaw         = "raw"         // the payload column's bytes as the record value (default)
@@ -375,6 +379,42 @@ func Resolve(c Config) (Config, [][2]string) {
 		}
 	}
 	return r, hs
+}
+
+// Published names the headers that carry a mapping's event id, ordering
+// column and event type column on its records: what a consumer reads them
+// by (package consumer's Layout). Empty: not published.
+type Published struct {
+	// EventID is the header of the id column: a header the mapping maps
+	// to that column (the debezium preset's "id"), else HeaderEventID.
+	EventID string
+	// Order is the header of the ordering column (Config.Order; the im
+	// preset's "seq_no"): empty without one, or when no header carries it.
+	Order string
+	// Type is the header of the event type column (the CloudEvents type
+	// column: event_type, type, aggregate_type by preset), when one
+	// carries it.
+	Type string
+}
+
+// PublishedHeaders returns where the records of mapping c carry the event
+// id, the ordering column and the event type (Resolve's preset values and
+// headers).
+func PublishedHeaders(c Config) Published {
+	r, headers := Resolve(c)
+	of := func(col string) string {
+		for _, h := range headers {
+			if col != "" && strings.EqualFold(h[1], col) {
+				return h[0]
+			}
+		}
+		return ""
+	}
+	p := Published{EventID: of(r.ID), Order: of(r.Order), Type: of(r.CloudEvents.Type)}
+	if p.EventID == "" {
+		p.EventID = HeaderEventID
+	}
+	return p
 }
 
 // Compile checks c against the columns of table ("schema.table") and

@@ -7,12 +7,13 @@ import (
 	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/segmentio/kafka-go"
 )
 
 // Header names set on every record.
 const (
-	HeaderEventID    = "event_id"
+	HeaderEventID    = mapping.HeaderEventID
 	HeaderEventType  = "event_type"
 	HeaderMessageID  = "message_id"
 	HeaderSeqNo      = "seq_no"
