@@ -87,7 +87,7 @@ func (p *Publisher) backfillRows(ctx context.Context, srv *binlog.Server) (binlo
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	snap.SetBudget(budget)
 	writer := sink.NewWriter(cfg.Kafka, backfillRouter{router.New(cfg.Router, cfg.ReservedTopics())}, router.Balancer(), p.log)
-	writer.SetObserver(p.obs)
+	writer.SetObserver(p.obs.Sink)
 	prog := &backfillState{began: time.Now(), total: total, last: time.Now(), log: p.log, bar: p.opts.BackfillProgress}
 	err = Run(ctx, Stages{Name: "backfill", Source: snap, Writer: writer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
 	p.deadLettered += writer.DeadLettered()

@@ -87,7 +87,7 @@ func (p *Publisher) measureOnce(srv *binlog.Server, committer *checkpoint.Commit
 	end := binlog.Position{File: last.Name, Pos: uint32(min(last.Size, 1<<32-1))}
 	if !prog.caughtUp() {
 		if n, _, ok := binlog.Span(logs, committer.Acked(), end); ok {
-			p.obs.SetBytesBehind(n)
+			p.obs.Lag.SetBytesBehind(n)
 		}
 	}
 	saved := committer.Saved()
@@ -104,6 +104,6 @@ func (p *Publisher) measureOnce(srv *binlog.Server, committer *checkpoint.Commit
 			d = health.RetentionHeadroom(expire, opened, time.Now())
 		}
 	}
-	p.obs.SetRetentionHeadroom(bytes, d)
+	p.obs.Lag.SetRetentionHeadroom(bytes, d)
 	return nil
 }

@@ -19,49 +19,9 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 )
-
-// Observer receives the publisher's measurements besides the Writer's
-// (*health.Metrics implements it). Its methods must not block.
-type Observer interface {
-	sink.Observer
-	checkpoint.Observer
-	// Restarted counts a pipeline restart after a retryable error.
-	Restarted()
-	// PurgedSkip counts a skip over purged binlogs (source.on-purged) and
-	// returns the count so far.
-	PurgedSkip() uint64
-	// SourceState: connected to the source's binlog, and caught up (at
-	// the end of the binlog with everything read acknowledged).
-	SourceState(connected, caughtUp bool)
-	// SeedCommitTime: the checkpoint's commit time, before anything is
-	// acknowledged.
-	SeedCommitTime(t time.Time)
-	// SetBytesBehind: binlog bytes from the resume position to the end.
-	SetBytesBehind(n int64)
-	// SetRetentionHeadroom: binlog bytes from the start of the oldest
-	// file kept to the checkpoint, and the time until the server's expiry
-	// may purge the checkpoint's file (< 0: unknown).
-	SetRetentionHeadroom(bytes int64, d time.Duration)
-	// SetTables, InitTopics and SetDeadLetterTopic name the outbox tables
-	// ("schema.table") and the topics known at start, so that their series
-	// exist at 0.
-	SetTables(tables ...string)
-	InitTopics(topics ...string)
-	SetDeadLetterTopic(topic string)
-	// PoisonStopped counts a stop on a poison record (on-poison: fail).
-	PoisonStopped(reason sink.Reason)
-}
-
-// HeardObserver, when the Observer implements it (*health.Source), is
-// given the reader's LastHeard at each pipeline start, and how long a
-// caught-up source may stay silent before it counts as behind.
-type HeardObserver interface {
-	SetHeard(lastHeard func() time.Time, stale time.Duration)
-}
 
 // Phase is told the publisher's state for /readyz (*health.Phase).
 type Phase interface {
@@ -122,7 +82,7 @@ type Publisher struct {
 	opts   Options
 	store  *checkpoint.Store
 	mirror *sink.Mirror // nil: checkpoint.mirror-topic ""
-	obs    Observer
+	obs    Observers
 	log    *zap.Logger
 
 	resume binlog.Position // newest acknowledged position, once known
@@ -148,12 +108,9 @@ func LivenessPeriod(cfg config.Config) time.Duration {
 }
 
 // NewPublisher returns a Publisher for a configuration valid for
-// config.ScopeRun. obs may be nil.
-func NewPublisher(cfg config.Config, opts Options, obs Observer, log *zap.Logger) *Publisher {
-	if obs == nil {
-		obs = nopObserver{}
-	}
-	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), obs: obs, log: log,
+// config.ScopeRun. Observers left nil observe nothing.
+func NewPublisher(cfg config.Config, opts Options, obs Observers, log *zap.Logger) *Publisher {
+	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), obs: obs.orNop(), log: log,
 		headroom: logging.NewLimiter(10*time.Minute, 1), mirrorWarn: logging.NewLimiter(time.Minute, 1)}
 	if cfg.Checkpoint.MirrorTopic != "" {
 		p.mirror = sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
@@ -242,10 +199,10 @@ func (p *Publisher) run(ctx context.Context) error {
 			// write): the process must not exit 0 with it unsaved.
 			return fmt.Errorf("stopping: %w", err)
 		}
-		p.obs.SourceState(false, false)
+		p.obs.Lag.SourceState(false, false)
 		var perr *sink.PoisonError
 		if errors.As(err, &perr) {
-			p.obs.PoisonStopped(perr.Reason)
+			p.obs.Stops.PoisonStopped(perr.Reason)
 		}
 		if err == nil {
 			p.setPhase(health.Stopping, "the source ended")
@@ -276,7 +233,7 @@ func (p *Publisher) run(ctx context.Context) error {
 			fields = append(fields, zap.String("hint", h))
 		}
 		p.log.Warn("pipeline stopped; restarting from the last acknowledged position", fields...)
-		p.obs.Restarted()
+		p.obs.Stops.Restarted()
 		select {
 		case <-ctx.Done():
 			p.log.Info("stopped")
@@ -324,7 +281,7 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	if files, err := srv.BinaryLogSizes(); err == nil && len(files) > 0 {
 		last := files[len(files)-1]
 		if n, _, ok := binlog.Span(files, from, binlog.Position{File: last.Name, Pos: uint32(min(last.Size, 1<<32-1))}); ok {
-			p.obs.SetBytesBehind(n)
+			p.obs.Lag.SetBytesBehind(n)
 			atEnd = n == 0 && binlog.ComparePos(from, saved) == 0
 		}
 	}
@@ -469,7 +426,7 @@ type progress struct {
 // Streaming implements binlog.Observer.
 func (g *progress) Streaming() {
 	g.p.setPhase(health.Streaming, "")
-	g.p.obs.SourceState(true, g.atEnd)
+	g.p.obs.Lag.SourceState(true, g.atEnd)
 	g.p.tick()
 }
 
@@ -479,9 +436,9 @@ func (g *progress) Idle(at binlog.Position) {
 	g.idle = at
 	caught := binlog.ComparePos(g.acked, at) >= 0
 	g.mu.Unlock()
-	g.p.obs.SourceState(true, caught)
+	g.p.obs.Lag.SourceState(true, caught)
 	if caught {
-		g.p.obs.SetBytesBehind(0)
+		g.p.obs.Lag.SetBytesBehind(0)
 	}
 	g.p.tick()
 }
@@ -500,7 +457,7 @@ func (g *progress) ack(a sink.Ack) {
 	caught := !g.idle.IsZero() && binlog.ComparePos(a.End, g.idle) >= 0
 	g.mu.Unlock()
 	if caught {
-		g.p.obs.SourceState(true, true)
+		g.p.obs.Lag.SourceState(true, true)
 	}
 	g.p.tick()
 }
@@ -589,14 +546,14 @@ func (p *Publisher) first(ctx context.Context, st *startState) (step, error) {
 		f.Heads = heads
 	}
 	if cp != nil {
-		p.obs.SeedCommitTime(cp.EventTime)
+		p.obs.Lag.SeedCommitTime(cp.EventTime)
 	}
-	p.obs.SetTables(tableNames(cfg, srv)...)
+	p.obs.Series.SetTables(tableNames(cfg, srv)...)
 	if !f.Template {
-		p.obs.InitTopics(f.Topic)
+		p.obs.Series.InitTopics(f.Topic)
 	}
 	if cfg.Kafka.OnPoison == sink.PolicyDeadLetter {
-		p.obs.SetDeadLetterTopic(cfg.Kafka.DeadLetterTopic)
+		p.obs.Series.SetDeadLetterTopic(cfg.Kafka.DeadLetterTopic)
 	}
 	d, err := Decide(f)
 	for _, n := range d.Notes {
@@ -654,10 +611,10 @@ func (p *Publisher) first(ctx context.Context, st *startState) (step, error) {
 func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, cpw *checkpoint.Writer, saved binlog.Position, atEnd bool) error {
 	cfg := p.cfg
 	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router, cfg.ReservedTopics()), router.Balancer(), p.log)
-	writer.SetObserver(p.obs)
+	writer.SetObserver(p.obs.Sink)
 	writer.PinPartitions(p.parts)
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)
-	committer.SetObserver(p.obs)
+	committer.SetObserver(p.obs.Checkpoint)
 	prog := &progress{p: p, acked: saved, atEnd: atEnd}
 	if atEnd {
 		prog.idle = saved
@@ -673,11 +630,9 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 		writer.SetPace(pace)
 		r.SetObserver(prog)
 		r.SetFileObserver(files)
-		if h, ok := p.obs.(HeardObserver); ok {
-			// A caught-up source silent for two heartbeats and a second is
-			// frozen, not idle.
-			h.SetHeard(r.LastHeard, 2*cfg.Source.HeartbeatPeriod+time.Second)
-		}
+		// A caught-up source silent for two heartbeats and a second is
+		// frozen, not idle.
+		p.obs.Heard.SetHeard(r.LastHeard, 2*cfg.Source.HeartbeatPeriod+time.Second)
 		measuring.Go(func() error { p.measure(mctx, committer, prog, files); return nil })
 	}
 	err := Run(ctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
@@ -779,20 +734,3 @@ func (p *Publisher) writer(src checkpoint.Source, parts map[string]int, existed 
 	}
 	return w
 }
-
-type nopObserver struct{}
-
-func (nopObserver) Produced([]kafka.Message, time.Duration, error) {}
-func (nopObserver) Acked(binlog.Position)                          {}
-func (nopObserver) Restarted()                                     {}
-func (nopObserver) PurgedSkip() uint64                             { return 0 }
-func (nopObserver) SourceState(bool, bool)                         {}
-func (nopObserver) SeedCommitTime(time.Time)                       {}
-func (nopObserver) SetBytesBehind(int64)                           {}
-func (nopObserver) SetRetentionHeadroom(int64, time.Duration)      {}
-func (nopObserver) InitTopics(...string)                           {}
-func (nopObserver) SetTables(...string)                            {}
-func (nopObserver) SetDeadLetterTopic(string)                      {}
-func (nopObserver) PoisonStopped(sink.Reason)                      {}
-func (nopObserver) CheckpointSaved(binlog.Position)                {}
-func (nopObserver) CheckpointFailed()                              {}

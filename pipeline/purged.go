@@ -37,7 +37,7 @@ func (p *Publisher) purgedPhase(ctx context.Context, st *startState) (step, erro
 	fields := []zap.Field{
 		zap.String("key", p.store.Key()), zap.String("on_purged", policy),
 		zap.String("stored", from.Text()), zap.String("oldest_available", pg.Oldest.Text()), zap.String("resume", to.Text()),
-		zap.Uint64("purged_skips", p.obs.PurgedSkip()),
+		zap.Uint64("purged_skips", p.obs.Stops.PurgedSkip()),
 	}
 	if pg.FilesPurged >= 0 {
 		fields = append(fields, zap.Int("files_purged", pg.FilesPurged))
