@@ -177,7 +177,7 @@ func (p *Publisher) run(ctx context.Context) error {
 				zap.Uint64("dead_lettered", p.deadLettered), zap.String("dead_letter_topic", cfg.Kafka.DeadLetterTopic))
 		}
 	}()
-	backoff := time.Second
+	backoff := restartBackoff
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
 		p.tick()
@@ -221,8 +221,8 @@ func (p *Publisher) run(ctx context.Context) error {
 		if p.opts.Live != nil {
 			p.opts.Live.Pause()
 		}
-		if time.Since(began) > time.Minute {
-			backoff = time.Second
+		if time.Since(began) > restartCalm {
+			backoff = restartBackoff
 		}
 		resume := "the stored checkpoint or the start option (nothing acknowledged yet)"
 		if p.known {
