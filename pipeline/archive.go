@@ -26,7 +26,7 @@ import (
 // before it is stored as the first checkpoint; except that a <file>:<pos>
 // start the server no longer has but source.archive holds is accepted as
 // is; catchUp then reads it from the archive.
-func (p *Publisher) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Position, error) {
+func (p *Publisher) resolveStart(srv server, st binlog.Start) (binlog.Position, error) {
 	pos, err := srv.Resolve(st)
 	if err == nil {
 		if err := srv.CheckPosition(pos); err != nil {
@@ -137,7 +137,7 @@ func cmpErr(a, b error) error {
 // run's router, sink and checkpoint committer, and returns the end of the
 // last acknowledged transaction (from when there was none). It keeps
 // p.resume at the acknowledged position so that a restart resumes there.
-func (p *Publisher) publishArchive(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
+func (p *Publisher) publishArchive(ctx context.Context, srv server, cpw *checkpoint.Writer, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
 	cfg := p.cfg
 	tables, cols, err := Tables(cfg, srv)
 	if err != nil {

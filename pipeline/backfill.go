@@ -43,7 +43,7 @@ func (p *Publisher) backfill(ctx context.Context, st *startState) (step, error) 
 
 // backfillRows publishes the snapshot's rows and returns its position and
 // the progress counted.
-func (p *Publisher) backfillRows(ctx context.Context, srv *binlog.Server) (binlog.Position, *backfillState, error) {
+func (p *Publisher) backfillRows(ctx context.Context, srv server) (binlog.Position, *backfillState, error) {
 	cfg := p.cfg
 	where := strings.TrimSpace(cfg.Source.BackfillWhere)
 	if where == "" {

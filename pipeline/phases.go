@@ -43,7 +43,7 @@ type startState struct {
 	// n: the attempt (0: the first of this process).
 	n int
 	// srv: the source server now; ident: its identity.
-	srv   *binlog.Server
+	srv   server
 	ident checkpoint.Source
 	// cp: the Redis checkpoint; mcp: the mirror's copy when Redis has
 	// none (both nil at a restart, or when there is none).

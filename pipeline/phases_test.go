@@ -3,13 +3,17 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/config"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // memBackend is an in-memory checkpoint.Backend recording every write.
@@ -132,5 +136,115 @@ func TestStartPhases(t *testing.T) {
 	}
 	if want := []string{"preflight", "load", "partitions", "resolve", "history", "catch-up", "purged"}; !slices.Equal(names, want) {
 		t.Fatalf("phases %v, want %v", names, want)
+	}
+}
+
+// The start-up phases on fakes, case by case: where the start streams
+// from, the checkpoint writes it applies (by Intent.Why, in order) or the
+// error that refuses it.
+func TestStartPhasesTable(t *testing.T) {
+	counts := map[string]int{"t": 3}
+	mirrorCopy := func() *fakeMirror {
+		b, _ := checkpoint.Encode(*cpAt(700, counts))
+		return &fakeMirror{vals: map[string][]byte{"k": b}}
+	}
+	purged := &binlog.Purged{Oldest: binlog.Position{File: "b.000002", Pos: 4}, FilesPurged: 1, Transactions: -1}
+	cases := []struct {
+		name    string
+		cfg     func(*config.Config)
+		stored  *checkpoint.Checkpoint
+		mirror  *fakeMirror
+		topics  fakeTopics
+		srv     func(*fakeServer)
+		known   bool // a restart: p.resume is known
+		accept  bool
+		writes  []string
+		from    uint32
+		wantErr error
+		errHas  string
+	}{
+		{name: "first start: the configured start (latest) stored", writes: []string{"first start"}, from: 1000},
+		{name: "first start, --start earliest", cfg: func(c *config.Config) { c.Source.Start = "earliest" }, writes: []string{"first start"}, from: 4},
+		{name: "Redis checkpoint: resume there, nothing written", stored: cpAt(500, counts), from: 500},
+		{name: "Redis lost the key, the mirror has a copy: written back", mirror: mirrorCopy(), writes: []string{"mirror resume"}, from: 700},
+		{name: "mirror topic without a copy: first start", mirror: &fakeMirror{}, writes: []string{"first start"}, from: 1000},
+		{name: "partition count changed: refused", stored: cpAt(500, map[string]int{"t": 2}), wantErr: ErrPartitionsChanged},
+		{name: "partition count changed, --accept-partition-change: stored, then resume", stored: cpAt(500, map[string]int{"t": 2}), accept: true,
+			writes: []string{"partition change"}, from: 500},
+		{name: "topic missing: refused", topics: fakeTopics{counts: map[string]int{}}, wantErr: ErrTopicMissing},
+		{name: "no checkpoint, the topic holds records: refused with the position", topics: fakeTopics{counts: counts, heads: map[int]map[string]string{0: {"binlog_txn_end": "b.000001:300"}}},
+			wantErr: binlog.ErrStart, errHas: "--start b.000001:300"},
+		{name: "no checkpoint, records, recover: start there", cfg: func(c *config.Config) { c.Checkpoint.Recover = true },
+			topics: fakeTopics{counts: counts, heads: map[int]map[string]string{0: {"binlog_txn_end": "b.000001:300"}}}, writes: []string{"first start"}, from: 300},
+		{name: "stored checkpoint of another history: refused", stored: cpAt(500, counts), srv: func(s *fakeServer) { s.offset = "not at an event" }, wantErr: binlog.ErrHistory},
+		{name: "checkpoint purged, on-purged fail: refused", stored: cpAt(500, counts), srv: func(s *fakeServer) { s.purged = purged }, wantErr: binlog.ErrPositionUnavailable},
+		{name: "checkpoint purged, on-purged earliest: the skip stored", stored: cpAt(500, counts), cfg: func(c *config.Config) { c.Source.OnPurged = binlog.OnPurgedEarliest },
+			srv: func(s *fakeServer) { s.purged, s.skipTo = purged, binlog.Position{File: "b.000002", Pos: 4} }, writes: []string{"on-purged skip"}, from: 4},
+		{name: "start purged on the server, on-purged fail: refused before it is stored", cfg: func(c *config.Config) { c.Source.Start = "earliest" },
+			srv: func(s *fakeServer) { s.purged = purged }, wantErr: binlog.ErrPositionUnavailable, errHas: "start "},
+		{name: "archive set, the file still on the server: nothing to catch up", stored: cpAt(500, counts), cfg: func(c *config.Config) { c.Source.Archive = t.TempDir() }, from: 500},
+		{name: "archive that cannot bridge the purge: on-purged decides", stored: cpAt(500, counts),
+			cfg: func(c *config.Config) { c.Source.Archive = t.TempDir() + "/none/*" },
+			srv: func(s *fakeServer) {
+				s.files = []binlog.LogFile{{Name: "b.000002", Size: 1000}}
+				s.purged = purged
+			}, wantErr: binlog.ErrPositionUnavailable},
+		{name: "restart: the acknowledged position, nothing written", known: true, from: 900},
+		{name: "source.backfill with a checkpoint: ignored, resume", stored: cpAt(500, counts), cfg: func(c *config.Config) { c.Source.Backfill = true }, from: 500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			if c.cfg != nil {
+				c.cfg(&cfg)
+			}
+			tp := c.topics
+			if tp.counts == nil {
+				tp.counts = counts
+			}
+			st := &fakeStore{persistent: true, policy: "noeviction"}
+			st.cp = c.stored
+			p := testPublisher(cfg, st, c.mirror, tp)
+			core, logs := observer.New(zap.DebugLevel)
+			p.log = zap.New(core)
+			p.opts.AcceptPartitionChange = c.accept
+			srv := newFakeServer()
+			if c.srv != nil {
+				c.srv(srv)
+			}
+			n := 0
+			if c.known {
+				n = 1
+				p.known, p.resume, p.parts = true, at(900), counts
+				p.resumeOf = checkpoint.Source{ServerID: 1, Flavor: "mariadb"}
+			}
+			s := &startState{n: n, srv: srv, ident: checkpoint.Source{ServerID: srv.id, Flavor: srv.flavor}, from: p.resume, saved: p.resume}
+			err := p.runPhases(context.Background(), p.startPhases(), s)
+			var whys []string
+			for _, e := range logs.FilterMessage("checkpoint written").All() {
+				whys = append(whys, e.ContextMap()["why"].(string))
+			}
+			if c.wantErr != nil {
+				if !errors.Is(err, c.wantErr) || !strings.Contains(fmt.Sprint(err), c.errHas) {
+					t.Fatalf("error %v, want %v naming %q", err, c.wantErr, c.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(whys, c.writes) || len(st.writes) != len(c.writes) {
+				t.Fatalf("writes %v (%d stored), want %v", whys, len(st.writes), c.writes)
+			}
+			if s.from.Pos != c.from || s.saved.Pos != c.from && !c.known {
+				t.Fatalf("from %s saved %s, want pos %d", s.from, s.saved, c.from)
+			}
+			if !p.known || p.resume != s.from && !c.known {
+				t.Fatalf("p.resume %s known %v after the start", p.resume, p.known)
+			}
+			if n == 0 && srv.checks != 1 {
+				t.Fatalf("preflight checked the server %d times", srv.checks)
+			}
+		})
 	}
 }

@@ -80,8 +80,9 @@ type Fence interface {
 type Publisher struct {
 	cfg    config.Config
 	opts   Options
-	store  *checkpoint.Store
-	mirror *sink.Mirror // nil: checkpoint.mirror-topic ""
+	store  store
+	mirror mirror // nil: checkpoint.mirror-topic ""
+	topics topics
 	obs    Observers
 	log    *zap.Logger
 
@@ -110,7 +111,7 @@ func LivenessPeriod(cfg config.Config) time.Duration {
 // NewPublisher returns a Publisher for a configuration valid for
 // config.ScopeRun. Observers left nil observe nothing.
 func NewPublisher(cfg config.Config, opts Options, obs Observers, log *zap.Logger) *Publisher {
-	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), obs: obs.orNop(), log: log,
+	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), topics: kafkaTopics{cfg.Kafka}, obs: obs.orNop(), log: log,
 		headroom: logging.NewLimiter(10*time.Minute, 1), mirrorWarn: logging.NewLimiter(time.Minute, 1)}
 	if cfg.Checkpoint.MirrorTopic != "" {
 		p.mirror = sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
@@ -487,7 +488,7 @@ func legacy(cfg config.Config) bool {
 }
 
 // Tables is Checked without the tables found: what the reader needs.
-func Tables(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []string, error) {
+func Tables(cfg config.Config, srv tableServer) (*binlog.TableSet, []string, error) {
 	tables, _, cols, err := Checked(cfg, srv)
 	return tables, cols, err
 }
@@ -496,7 +497,7 @@ func Tables(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []string, 
 // start, for the metrics: source.schema/source.table, or those of
 // source.tables on the server now (none when they cannot be read: Tables
 // reports why).
-func tableNames(cfg config.Config, srv *binlog.Server) []string {
+func tableNames(cfg config.Config, srv tableServer) []string {
 	ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
 	if err != nil {
 		return nil
@@ -539,7 +540,7 @@ func (p *Publisher) first(ctx context.Context, st *startState) (step, error) {
 		}
 	}
 	if NeedsHeads(f) {
-		heads, err := sink.NewestHeaders(ctx, cfg.Kafka, f.Topic)
+		heads, err := p.topics.NewestHeaders(ctx, f.Topic)
 		if err != nil {
 			return step{}, err
 		}
@@ -687,7 +688,7 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 			}
 		}
 	}
-	now, err := PartitionCounts(ctx, p.cfg.Kafka, topics)
+	now, err := p.topics.PartitionCounts(ctx, topics)
 	if err != nil {
 		return nil, err
 	}

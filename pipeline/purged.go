@@ -67,7 +67,7 @@ func (p *Publisher) purgedPhase(ctx context.Context, st *startState) (step, erro
 // warnHeadroom logs a Warn when from lies in the oldest binlog file the
 // server keeps: the next purge (binlog expiry, PURGE BINARY LOGS) takes it.
 // It is rate-limited to once per 10 minutes across pipeline restarts.
-func (p *Publisher) warnHeadroom(srv *binlog.Server, from binlog.Position) {
+func (p *Publisher) warnHeadroom(srv server, from binlog.Position) {
 	if from.File == "" {
 		return
 	}
