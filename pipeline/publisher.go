@@ -83,8 +83,11 @@ type Publisher struct {
 	store  store
 	mirror mirror // nil: checkpoint.mirror-topic ""
 	topics topics
-	obs    Observers
-	log    *zap.Logger
+	// connect opens a SQL connection to the source, its logger named name
+	// (binlog.Connect).
+	connect func(ctx context.Context, name string) (server, error)
+	obs     Observers
+	log     *zap.Logger
 
 	resume binlog.Position // newest acknowledged position, once known
 	known  bool
@@ -112,6 +115,13 @@ func LivenessPeriod(cfg config.Config) time.Duration {
 // config.ScopeRun. Observers left nil observe nothing.
 func NewPublisher(cfg config.Config, opts Options, obs Observers, log *zap.Logger) *Publisher {
 	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), topics: kafkaTopics{cfg.Kafka}, obs: obs.orNop(), log: log,
+		connect: func(ctx context.Context, name string) (server, error) {
+			srv, err := binlog.Connect(ctx, cfg.Source, log.Named(name))
+			if err != nil {
+				return nil, err
+			}
+			return srv, nil
+		},
 		headroom: logging.NewLimiter(10*time.Minute, 1), mirrorWarn: logging.NewLimiter(time.Minute, 1)}
 	if cfg.Checkpoint.MirrorTopic != "" {
 		p.mirror = sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
@@ -261,7 +271,7 @@ func (p *Publisher) tick() {
 // start, the checkpoint writes they want) and streams once.
 func (p *Publisher) attempt(ctx context.Context, n int) error {
 	cfg := p.cfg
-	srv, err := binlog.Connect(ctx, cfg.Source, p.log.Named("source"))
+	srv, err := p.connect(ctx, "source")
 	if err != nil {
 		return err
 	}
