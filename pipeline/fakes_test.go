@@ -101,9 +101,13 @@ type fakeMirror struct {
 	vals    map[string][]byte
 	created bool
 	err     error
+	saveErr error
 }
 
 func (m *fakeMirror) Save(_ context.Context, key string, v []byte) error {
+	if m.saveErr != nil {
+		return m.saveErr
+	}
 	if m.vals == nil {
 		m.vals = map[string][]byte{}
 	}

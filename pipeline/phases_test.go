@@ -32,11 +32,14 @@ func (m *memBackend) Load(context.Context) (*checkpoint.Checkpoint, error) {
 	return m.cp, nil
 }
 
-func (m *memBackend) Save(_ context.Context, c checkpoint.Checkpoint, _ checkpoint.WriteOptions) error {
+func (m *memBackend) Save(_ context.Context, c checkpoint.Checkpoint, o checkpoint.WriteOptions) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail != nil {
 		return m.fail
+	}
+	if o.Fence != nil { // as Store.Save stamps them
+		c.Token, c.Owner = o.Fence.Token, o.Fence.Owner
 	}
 	m.cp = &c
 	m.writes = append(m.writes, c)
@@ -189,6 +192,20 @@ func TestStartPhasesTable(t *testing.T) {
 				s.files = []binlog.LogFile{{Name: "b.000002", Size: 1000}}
 				s.purged = purged
 			}, wantErr: binlog.ErrPositionUnavailable},
+		{name: "archive without the purged file: on-purged decides", stored: cpAt(500, counts),
+			cfg: func(c *config.Config) { c.Source.Archive = "../binlog/testdata/json/binlog.000005" },
+			srv: func(s *fakeServer) {
+				s.files = []binlog.LogFile{{Name: "b.000002", Size: 1000}}
+				s.purged = purged
+			}, wantErr: binlog.ErrPositionUnavailable},
+		{name: "archive, the server's files older than the position: nothing to catch up", stored: cpAt(500, counts),
+			cfg: func(c *config.Config) { c.Source.Archive = "../binlog/testdata/json/binlog.000005" },
+			srv: func(s *fakeServer) { s.files = []binlog.LogFile{{Name: "a.000001", Size: 1000}} }, from: 500},
+		{name: "first start, source.backfill without a condition: refused", cfg: func(c *config.Config) { c.Source.Backfill, c.Source.BackfillWhere = true, " " },
+			wantErr: ErrBackfill, errHas: "backfill-where"},
+		{name: "first start, source.backfill with source.tables: refused", cfg: func(c *config.Config) {
+			c.Source.Backfill, c.Source.Tables = true, []binlog.TableConfig{{Schema: "im", Table: "outbox"}}
+		}, wantErr: ErrBackfill, errHas: "source.tables"},
 		{name: "restart: the acknowledged position, nothing written", known: true, from: 900},
 		{name: "source.backfill with a checkpoint: ignored, resume", stored: cpAt(500, counts), cfg: func(c *config.Config) { c.Source.Backfill = true }, from: 500},
 	}

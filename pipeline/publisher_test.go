@@ -212,3 +212,24 @@ func TestMeasureOnce(t *testing.T) {
 		t.Fatalf("headroom %s, want about 59 min (an hour's expiry, the file opened a minute ago)", d)
 	}
 }
+
+// empty is a source with nothing to read.
+type empty struct{ out chan binlog.Txn }
+
+func (s *empty) Txns() <-chan binlog.Txn   { return s.out }
+func (s *empty) Run(context.Context) error { close(s.out); return nil }
+
+// A stream of a source that ends at once: nothing produced, the resume
+// position stays the saved one, and the partition counts written with
+// the checkpoint are kept for the next start.
+func TestStreamEmpty(t *testing.T) {
+	p := testPublisher(testConfig(), &fakeStore{}, nil, fakeTopics{})
+	p.parts = map[string]int{"t": 3}
+	cpw := checkpoint.NewWriter(&memBackend{}, checkpoint.Source{ServerID: 1}, map[string]int{"u": 2})
+	if err := p.stream(context.Background(), "test", &empty{out: make(chan binlog.Txn)}, nil, cpw, at(100), true); err != nil {
+		t.Fatal(err)
+	}
+	if p.resume != at(100) || p.parts["t"] != 3 || p.parts["u"] != 2 {
+		t.Fatalf("resume %s, parts %v", p.resume, p.parts)
+	}
+}
