@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -131,15 +133,56 @@ func TestRunPhases(t *testing.T) {
 	}
 }
 
-// The start-up phases, in the order docs/operations.md describes.
+// The start-up phases, in the order of the table in docs/operations.md
+// ("Where a run starts"), and the checkpoint writes the table says each
+// may want are the ones the code names.
 func TestStartPhases(t *testing.T) {
 	var names []string
 	for _, ph := range (&Publisher{}).startPhases() {
 		names = append(names, ph.name)
 	}
-	if want := []string{"preflight", "load", "partitions", "resolve", "history", "catch-up", "purged"}; !slices.Equal(names, want) {
-		t.Fatalf("phases %v, want %v", names, want)
+	b, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
 	}
+	var doc []string
+	code := readGo(t)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if !strings.HasPrefix(line, "| ") || len(cells) != 3 || !slices.Contains(names, strings.TrimSpace(cells[0])) {
+			continue
+		}
+		doc = append(doc, strings.TrimSpace(cells[0]))
+		for i, w := range strings.Split(cells[2], "`") {
+			if i%2 == 0 || strings.HasPrefix(w, "--") { // outside code spans; a flag
+				continue
+			}
+			if !strings.Contains(code, `"`+w+`"`) {
+				t.Errorf("phase %s: the write %q of the docs is not an Intent.Why of the code", cells[0], w)
+			}
+		}
+	}
+	if !slices.Equal(names, doc) {
+		t.Fatalf("phases %v, the docs' table %v", names, doc)
+	}
+}
+
+// readGo returns the package's non-test Go source.
+func readGo(t *testing.T) string {
+	t.Helper()
+	files, _ := filepath.Glob("*.go")
+	var sb strings.Builder
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.Write(b)
+	}
+	return sb.String()
 }
 
 // The start-up phases on fakes, case by case: where the start streams
