@@ -300,13 +300,38 @@ func EvictionRisk(policy string, maxmemory int64, ttl time.Duration) string {
 	return fmt.Sprintf("maxmemory-policy %s may evict the checkpoint key when Redis reaches maxmemory (%d bytes): a publisher started then starts without its checkpoint; set maxmemory-policy noeviction (or a volatile-* policy, which spares keys without a TTL)", policy, maxmemory)
 }
 
-// Delete removes the key; it reports whether the key existed.
-func (s *Store) Delete(ctx context.Context) (bool, error) {
-	n, err := s.rdb.Del(ctx, s.key).Result()
+// Delete removes the key in one atomic step with the lease check
+// (deleteScript): with o.Fence, only while that fence is the source's
+// lease (else a *FencedError); without one, only while no instance holds
+// the lease (else a *HeldError), unless o.Force. It reports whether the
+// key existed.
+func (s *Store) Delete(ctx context.Context, o WriteOptions) (bool, error) {
+	holder, mode := "", "free"
+	if o.Fence != nil {
+		holder, mode = o.Fence.Holder(), "fence"
+	}
+	if o.Force {
+		mode = "force"
+	}
+	res, err := deleteScript.Run(ctx, s.rdb, []string{s.key, LeaseKey(s.key)}, mode, holder).StringSlice()
 	if err != nil {
 		return false, fmt.Errorf("checkpoint: DEL %s on %s: %w", s.key, s.cfg.Where(), s.explain(ctx, err))
 	}
-	return n > 0, nil
+	switch res[0] {
+	case "deleted":
+		return true, nil
+	case "none":
+		return false, nil
+	case "held":
+		return false, &HeldError{Key: s.key, Holder: res[1]}
+	case "fenced":
+		e := &FencedError{Key: s.key, Holder: res[1]}
+		if o.Fence != nil {
+			e.Token, e.Owner = o.Fence.Token, o.Fence.Owner
+		}
+		return false, e
+	}
+	return false, fmt.Errorf("checkpoint: DEL %s on %s: unexpected script reply %q", s.key, s.cfg.Where(), res)
 }
 
 // Persistent reports whether the Redis server persists data (AOF on, or
