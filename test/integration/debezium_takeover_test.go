@@ -47,9 +47,18 @@ func debeziumOffsetFile(t *testing.T, value string) string {
 // rows B came after. checkpoint set --from-debezium on that offset file
 // (synthesised in Debezium's exact format for this server's binlog: a
 // recorded file names another server's) and a run publish exactly the last
-// A transaction again and every B row once.
+// A transaction again and every B row once, in file mode (from the offset's
+// file:pos) and in GTID mode (from its GTID set, which excludes the
+// transaction Debezium was in).
 func TestDebeziumTakeover(t *testing.T) {
+	for _, mode := range []string{"file", "gtid"} {
+		t.Run(mode, func(t *testing.T) { debeziumTakeover(t, mode) })
+	}
+}
+
+func debeziumTakeover(t *testing.T, mode string) {
 	e := newEnv(t)
+	e.positionMode = mode
 	row := func(i int) string {
 		return fmt.Sprintf("('message.created', %d, %d, %d, 1, 2, '{\"n\": %d}')", 9000+i%3, 70000+i, i, i)
 	}
@@ -59,6 +68,8 @@ func TestDebeziumTakeover(t *testing.T) {
 	}
 	e.insertRaw(a[:4])
 	lastStart := e.binlogEnd() // the last A transaction starts here
+	// Debezium's restart GTID set: everything before that transaction.
+	gtids := strings.ReplaceAll(e.executedGTIDs(), "\n", "")
 	e.insertRaw(a[4:])
 	// Debezium's pos: the transaction's BEGIN (MySQL: the Query after the
 	// Gtid event; MariaDB: the Gtid event, which is its BEGIN).
@@ -72,10 +83,6 @@ func TestDebeziumTakeover(t *testing.T) {
 	if isMySQL() {
 		p, _ := r.GetUintByName(1, "Pos")
 		begin = uint32(p)
-	}
-	gtids := ""
-	if isMySQL() {
-		gtids = strings.ReplaceAll(e.executedGTIDs(), "\n", "")
 	}
 	value := fmt.Sprintf(`{"ts_sec":%d,"file":%q,"pos":%d,"gtids":%q,"row":1,"server_id":1,"event":2}`, time.Now().Unix(), lastStart.File, begin, gtids)
 	offsets := debeziumOffsetFile(t, value)
