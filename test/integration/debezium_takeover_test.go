@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	jbin "encoding/binary"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // debeziumOffsetFile writes an offset file in the exact format of the one
@@ -52,11 +55,14 @@ func debeziumOffsetFile(t *testing.T, value string) string {
 // transaction Debezium was in).
 func TestDebeziumTakeover(t *testing.T) {
 	for _, mode := range []string{"file", "gtid"} {
-		t.Run(mode, func(t *testing.T) { debeziumTakeover(t, mode) })
+		t.Run(mode, func(t *testing.T) { debeziumTakeover(t, mode, false) })
 	}
+	// A distributed worker's offsets topic: two records of the connector's
+	// key, the newer wins.
+	t.Run("topic", func(t *testing.T) { debeziumTakeover(t, "file", true) })
 }
 
-func debeziumTakeover(t *testing.T, mode string) {
+func debeziumTakeover(t *testing.T, mode string, viaTopic bool) {
 	e := newEnv(t)
 	e.positionMode = mode
 	row := func(i int) string {
@@ -86,6 +92,17 @@ func debeziumTakeover(t *testing.T, mode string) {
 	}
 	value := fmt.Sprintf(`{"ts_sec":%d,"file":%q,"pos":%d,"gtids":%q,"row":1,"server_id":1,"event":2}`, time.Now().Unix(), lastStart.File, begin, gtids)
 	offsets := debeziumOffsetFile(t, value)
+	if viaTopic {
+		offsets = "topic:" + e.topic + ".offsets"
+		createTopic(t, strings.TrimPrefix(offsets, "topic:"), 1)
+		w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: strings.TrimPrefix(offsets, "topic:"), RequiredAcks: kafka.RequireAll}
+		key := []byte(`["golden",{"server":"golden"}]`)
+		stale := fmt.Sprintf(`{"file":%q,"pos":4,"event":0,"row":0}`, lastStart.File)
+		if err := w.WriteMessages(context.Background(), kafka.Message{Key: key, Value: []byte(stale)}, kafka.Message{Key: key, Value: []byte(value)}); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+	}
 	var b []string
 	for i := 5; i < 12; i++ {
 		b = append(b, row(i))
