@@ -22,10 +22,15 @@ func TestParseFileRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Offset{Connector: "golden", Server: "golden", File: "mysql-bin.000002", Pos: 146655,
-		GTIDs: "344ac6d8-f1b3-11f1-8ae6-02fc00000001:1-125", Event: 2, Row: 1, ServerID: 1, TsSec: 1796590551}
-	if len(offs) != 1 || offs[0] != want {
-		t.Fatalf("%+v\nwant %+v", offs, want)
+	// make debezium-golden rewrites the file: the position and the
+	// GTID set are those of the recording server.
+	if len(offs) != 1 {
+		t.Fatalf("%d offsets, want 1: %+v", len(offs), offs)
+	}
+	o := offs[0]
+	if o.Connector != "golden" || o.Server != "golden" || !strings.HasPrefix(o.File, "mysql-bin.") || o.Pos <= 4 ||
+		!strings.Contains(o.GTIDs, ":1-") || o.Event != 2 || o.Row != 1 || o.ServerID != 1 || o.TsSec < 1.7e9 || o.Snapshot {
+		t.Fatalf("%+v: want connector golden, a MySQL binlog position, a GTID set, event 2, row 1", o)
 	}
 	// Damaged files are refused, never read as an empty store.
 	for _, bad := range [][]byte{nil, b[:3], b[:len(b)/2], []byte("not java"), append([]byte{0xAC, 0xED, 0, 5, 0x73}, b[5:40]...)} {

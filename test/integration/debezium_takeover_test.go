@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	jbin "encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -134,5 +137,75 @@ func debeziumTakeover(t *testing.T, mode string, viaTopic bool) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("published message ids %v, want %v (the last Debezium transaction again, then every later row once)", got, want)
+	}
+}
+
+// ensureTopic creates topic unless it exists.
+func ensureTopic(t *testing.T, topic string, parts int) {
+	t.Helper()
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: parts, ReplicationFactor: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Errors[topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// The takeover from a real Debezium run: make debezium-golden runs this
+// right after Debezium 3.6.1's embedded engine stopped on this server
+// (CDC_DEBEZIUM_OFFSETS: its offset file; table dbz_golden_outbox holds the
+// corpus it published, its offset at the BEGIN of the last corpus
+// transaction). Rows are written after it; checkpoint set --from-debezium
+// and run publish the last corpus row again (the one transaction Debezium
+// was in) and every later row exactly once. Skipped without
+// CDC_DEBEZIUM_OFFSETS (CI: TestDebeziumTakeover synthesises the offset).
+func TestMySQLDebeziumRealTakeover(t *testing.T) {
+	onlyMySQL(t, "Debezium's MySQL connector recorded the offset")
+	offsets := os.Getenv("CDC_DEBEZIUM_OFFSETS")
+	if offsets == "" {
+		t.Skip("CDC_DEBEZIUM_OFFSETS not set: run by make debezium-golden right after Debezium stopped")
+	}
+	e := newEnv(t)
+	e.outbox = "dbz_golden_outbox"
+	e.sourceExtra = "  mapping: {preset: debezium, format: string}\n"
+	agg := "Takeover" + runID
+	for _, topic := range []string{"outbox.event.Order", "outbox.event." + agg} {
+		ensureTopic(t, topic, goldenPartitions)
+	}
+	// Only what is published from now on counts.
+	before := verify.NewConsumer(sink.Config{Brokers: brokers}, "outbox.event.Order")
+	if _, err := before.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 {
+		id := fmt.Sprintf("takeover-%s-%d", runID, i)
+		ids = append(ids, id)
+		e.exec(fmt.Sprintf("INSERT INTO dbz_golden_outbox VALUES ('%s', '%s', 'k%d', 'Later', '{\"i\": %d}', 'eu', 0)", id, agg, i, i))
+	}
+	end := e.binlogEnd()
+	out, code := e.cli(nil, "checkpoint", "set", "--from-debezium", offsets)
+	if code != 0 {
+		t.Fatalf("checkpoint set --from-debezium: exit %d\n%s", code, out)
+	}
+	t.Logf("%s", out)
+	e.start()
+	e.waitCheckpointPast(end, time.Minute)
+	later := pollTopic(t, "outbox.event."+agg, len(ids), 10*time.Second)
+	again, err := before.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range append(again, later...) {
+		got = append(got, r.Headers["id"])
+	}
+	slices.Sort(got)
+	want := append([]string{"0b6b5d2e-7f43-4b7e-9a63-3f2d7d4a0009"}, ids...)
+	slices.Sort(want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("published after the takeover: %v, want %v (the last corpus row again, every later row once)", got, want)
 	}
 }
