@@ -305,7 +305,7 @@ func Takeover(o Offset, mode string) (binlog.Start, string, error) {
 	}
 	re := "nothing: the offset is between two transactions"
 	if o.Event > 0 || o.Row > 0 {
-		re = fmt.Sprintf("the transaction at %s:%d, which Debezium had started publishing (%d events, %d rows done): its records may be published twice", o.File, o.Pos, o.Event, o.Row)
+		re = fmt.Sprintf("the transaction at %s:%d, which Debezium had started publishing (events done: %d, rows done: %d): its records may be published twice", o.File, o.Pos, o.Event, o.Row)
 	}
 	if mode == binlog.ModeGTID {
 		if o.GTIDs == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -301,4 +302,40 @@ func trunc(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// A NULL payload under format string reaches Kafka as a tombstone (a null
+// value, not an empty one), through the producer and the broker, as under
+// a Debezium worker with StringConverter; an empty JSON object stays "{}".
+func TestMappingDebeziumTombstone(t *testing.T) {
+	e := newEnv(t)
+	table := "dbzt_" + e.name
+	agg := "tomb" + runID
+	createTopic(t, "outbox.event."+agg, 1)
+	e.exec("CREATE TABLE " + table + ` (id VARCHAR(36) NOT NULL PRIMARY KEY, aggregatetype VARCHAR(255) NOT NULL,
+		aggregateid VARCHAR(255) NOT NULL, type VARCHAR(255) NOT NULL, payload JSON NULL)`)
+	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
+	e.outbox = table
+	e.sourceExtra = "  mapping: {preset: debezium, format: string}\n"
+	e.start()
+	e.exec("INSERT INTO "+table+" VALUES ('t1', '"+agg+"', 'k', 'Deleted', NULL)",
+		"INSERT INTO "+table+" VALUES ('t2', '"+agg+"', 'k', 'Touched', '{}')")
+	// franz-go tells a null value (nil) from an empty one ([]byte{}).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("outbox.event."+agg), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < 2 && ctx.Err() == nil {
+		recs = append(recs, cl.PollFetches(ctx).Records()...)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	if string(recs[0].Key) != "k" || recs[0].Value != nil || string(recs[1].Value) != "{}" {
+		t.Fatalf("values %q (nil %v), %q; want a tombstone (null), then {}", recs[0].Value, recs[0].Value == nil, recs[1].Value)
+	}
 }
