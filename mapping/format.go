@@ -34,18 +34,26 @@ func Formats() []string { return []string{FormatRaw, FormatString, FormatJSONSch
 // than raw).
 func (m *Mapping) Encoded() bool { return m.Format != "" && m.Format != FormatRaw }
 
-// EncodeKey returns the record key of a key column's text in m.Format
-// (Compile allows a JSON format only for one string key column, whose
-// Connect schema is {"type":"string","optional":false}).
+// EncodeKey returns the record key of a key column's text in m.Format:
+// a JSON string, or for an integer column (KeyType int16/int32/int64) its
+// decimal text as a JSON number; with schemas, the Connect schema
+// {"type":KeyType,"optional":false} (the key column is NOT NULL).
 func (m *Mapping) EncodeKey(key []byte) []byte {
+	val := func(b []byte) []byte {
+		if m.KeyType != "string" {
+			return append(b, key...)
+		}
+		return AppendJacksonString(b, key)
+	}
 	switch m.Format {
 	case FormatJSONSchemas:
 		b := make([]byte, 0, len(key)+64)
-		b = append(b, `{"schema":{"type":"string","optional":false},"payload":`...)
-		b = AppendJacksonString(b, key)
-		return append(b, '}')
+		b = append(b, `{"schema":{"type":"`...)
+		b = append(b, m.KeyType...)
+		b = append(b, `","optional":false},"payload":`...)
+		return append(val(b), '}')
 	case FormatJSONPlain:
-		return AppendJacksonString(make([]byte, 0, len(key)+2), key)
+		return val(make([]byte, 0, len(key)+2))
 	}
 	return key
 }

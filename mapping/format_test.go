@@ -74,6 +74,34 @@ func TestEncode(t *testing.T) {
 	}
 }
 
+// An integer key is a JSON number with the Connect type Debezium's MySQL
+// connector gives its column (testdata/debezium/mysql.intkey.*.jsonl: INT).
+func TestEncodeIntegerKey(t *testing.T) {
+	for _, c := range []struct {
+		dataType string
+		unsigned bool
+		format   string
+		want     string
+	}{
+		{"int", false, FormatJSONSchemas, `{"schema":{"type":"int32","optional":false},"payload":42}`},
+		{"int", true, FormatJSONSchemas, `{"schema":{"type":"int64","optional":false},"payload":42}`},
+		{"bigint", false, FormatJSONSchemas, `{"schema":{"type":"int64","optional":false},"payload":42}`},
+		{"smallint", false, FormatJSONSchemas, `{"schema":{"type":"int16","optional":false},"payload":42}`},
+		{"bigint", false, FormatJSONPlain, `42`},
+		{"bigint", false, FormatString, `42`},
+	} {
+		cols := []Column{{"id", "varchar", false, false}, {"aggregatetype", "varchar", false, false}, {"aggregateid", c.dataType, c.unsigned, false},
+			{"payload", "json", false, true}}
+		m, err := Compile(Config{Preset: PresetDebezium, Format: c.format}, "", "s.t", cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(m.EncodeKey([]byte("42"))); got != c.want {
+			t.Errorf("%s unsigned %v %s: %s, want %s", c.dataType, c.unsigned, c.format, got, c.want)
+		}
+	}
+}
+
 // Validate names the field of each bad format setting.
 func TestValidateFormat(t *testing.T) {
 	for _, c := range []struct {

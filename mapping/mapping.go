@@ -328,6 +328,11 @@ type Mapping struct {
 	// PayloadOptional: the payload column is nullable (the json-schemas
 	// schema's "optional").
 	PayloadOptional bool
+	// KeyType is the Kafka Connect schema type of the key column as
+	// Debezium's MySQL connector gives it: "string", or int16/int32/int64
+	// for an integer column (connectType); the json formats write an
+	// integer key as a JSON number.
+	KeyType string
 }
 
 // Header is a record header taken from a column slot.
@@ -560,10 +565,10 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 				fail(r.Payload, "payload", "format "+r.Format+" takes a JSON or string payload (Debezium's converters write a BLOB as base64 bytes)", "map the payload to a JSON or TEXT column, or use format raw")
 			}
 		}
-		for _, k := range m.Key {
-			if k >= 0 && m.Kinds[k] != KindString && m.Kinds[k] != KindUnknown && r.Format != FormatString {
-				fail(m.Cols[k], "key", "format "+r.Format+" takes a string key column here (an integer key's Connect schema is not reproduced)", "map the key to a CHAR/VARCHAR column, or use format string or raw")
-			}
+		m.KeyType = "string"
+		if len(m.Key) == 1 && m.Key[0] >= 0 && m.Kinds[m.Key[0]] == KindInteger {
+			col := byName[m.Cols[m.Key[0]]]
+			m.KeyType = connectType(col.DataType, col.Unsigned)
 		}
 	} else {
 		m.Required = append(m.Required, m.Payload)
@@ -607,6 +612,31 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 		return nil, err
 	}
 	return m, nil
+}
+
+// connectType is the Kafka Connect schema type Debezium's MySQL connector
+// gives an integer column (its MySqlValueConverters, with
+// bigint.unsigned.handling.mode long, the default): TINYINT and SMALLINT
+// int16, MEDIUMINT and INT int32, BIGINT int64; UNSIGNED one size up
+// (BIGINT UNSIGNED stays int64).
+func connectType(dataType string, unsigned bool) string {
+	switch strings.ToLower(dataType) {
+	case "tinyint":
+		return "int16"
+	case "smallint":
+		if unsigned {
+			return "int32"
+		}
+		return "int16"
+	case "mediumint":
+		return "int32"
+	case "int", "integer":
+		if unsigned {
+			return "int64"
+		}
+		return "int32"
+	}
+	return "int64"
 }
 
 func kindNames(ks []Kind) string {

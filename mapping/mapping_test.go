@@ -3,7 +3,6 @@ package mapping
 import (
 	"errors"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -75,8 +74,6 @@ func TestCompileErrors(t *testing.T) {
 		{"missing column", Config{Preset: PresetDebezium, Headers: map[string]string{"type": "type"}}, debeziumCols[:3], []string{"table im.t, column type (header type): the table has no such column", "add the column"}},
 		{"json format blob payload", Config{Preset: PresetDebezium, Format: FormatJSONPlain}, []Column{{"id", "varchar", false, false}, {"aggregatetype", "varchar", false, false},
 			{"aggregateid", "varchar", false, false}, {"payload", "blob", false, true}}, []string{"column payload (payload): format json-plain takes a JSON or string payload"}},
-		{"json format integer key", Config{Preset: PresetDebezium, Format: FormatJSONSchemas, Key: []string{"n"}}, append(slices.Clone(debeziumCols), Column{"n", "bigint", false, false}),
-			[]string{"column n (key): format json-schemas takes a string key column"}},
 		{"json key", Config{Preset: PresetDebezium, Key: []string{"payload"}}, debeziumCols, []string{"column payload (key): type json is not supported for the key", "map the key to a column of type integer"}},
 		{"nullable template", Config{Preset: PresetDebezium, Topic: "t.{traceparent}"}, debeziumCols, []string{"column traceparent (topic template): the column can be NULL", "NOT NULL"}},
 		{"time ordering", Config{Preset: PresetGeneric, Order: "create_time"}, genericCols, []string{"type datetime is not supported for the order"}},

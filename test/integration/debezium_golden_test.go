@@ -169,6 +169,10 @@ func TestMySQLDebeziumGolden(t *testing.T) {
 				m.Key = []string{"type"}
 			})
 		}, true},
+		// table.field.event.key shard (an INT column: Connect type int32)
+		{"intkey", func(f string) mapping.Config {
+			return deb(f, func(m *mapping.Config) { m.Key = []string{"shard"} })
+		}, true},
 	} {
 		for _, format := range []string{mapping.FormatString, mapping.FormatJSONSchemas, mapping.FormatJSONPlain} {
 			name := "mysql." + rc.name + "." + format

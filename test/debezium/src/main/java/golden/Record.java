@@ -67,6 +67,7 @@ public final class Record {
         r.put("routing", Map.of("route.by.field", "region", "route.topic.replacement", "outbox.${routedByValue}.events",
                 "table.field.event.key", "type"));
         r.put("expand", Map.of("table.expand.json.payload", "true"));
+        r.put("intkey", Map.of("table.field.event.key", "shard"));
         return r;
     }
 
