@@ -273,9 +273,10 @@ func TestFaultKillRandom(t *testing.T) {
 			time.Sleep(time.Duration(100+rand.IntN(900)) * time.Millisecond)
 			p.kill(t)
 			cp := e.checkpoint() // the last checkpoint of the killed publisher
+			base := endOffsets(e.topic)
 			restart := time.Now()
 			e.start()
-			rec := waitGrowth(e.topic, restart, time.Minute)
+			rec := waitGrowthFrom(e.topic, base, restart, time.Minute)
 			e.finish("SIGKILL publisher, random moment", pr, rec)
 			e.requireDuplicatesAfter(cp)
 		})
@@ -322,9 +323,10 @@ func TestFaultKillMidTransaction(t *testing.T) {
 			if !hit {
 				t.Fatal("no kill landed inside a 5,000-row transaction in 10 attempts")
 			}
+			base := endOffsets(e.topic)
 			restart := time.Now()
 			e.start()
-			rec := waitGrowth(e.topic, restart, time.Minute)
+			rec := waitGrowthFrom(e.topic, base, restart, time.Minute)
 			e.finish("SIGKILL publisher inside a 5,000-row transaction", pr, rec)
 		})
 	}

@@ -134,11 +134,12 @@ func TestHAInstanceFileRestart(t *testing.T) {
 	e.waitPublished(plan, 500, time.Minute)
 	a.kill(t)
 	at := time.Now()
+	base := endOffsets(e.topic) // what follows only b can publish
 	b := e.launch()
 	idb := owner(t, b)
 	took := waitHolds(t, idb, 1, at, haBound, e.key) // without the file: up to 30 s
 	e.waitLog(b, "taking over at once the leases this instance's previous process still holds", time.Second)
-	rec := waitGrowth(e.topic, at, haBound)
+	rec := waitGrowthFrom(e.topic, base, at, haBound)
 	t.Logf("kill -9 and restart with the instance file: the lease (ttl %s) taken over after %s, publishing after %s",
 		e.leaseTTL, took.Round(time.Millisecond), rec.Round(time.Millisecond))
 	rep := e.finish("HA, kill -9 and restart of one instance with ha.instance-file", pr, rec)
