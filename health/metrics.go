@@ -95,6 +95,8 @@ type Metrics struct {
 	headBytes   *prometheus.GaugeVec
 	headSeconds *prometheus.GaugeVec
 
+	audit auditVecs // audit.go
+
 	mu      sync.Mutex
 	sources map[string]*Source
 }
@@ -218,6 +220,8 @@ func NewMetrics(b BuildInfo) *Metrics {
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "build_info",
 		Help: "1, labelled with the binary's version, commit, build date and Go version."}, []string{"version", "commit", "date", "goversion"})
 	info.WithLabelValues(b.Version, b.Commit, b.Date, runtime.Version()).Set(1)
+	m.audit = newAuditVecs()
+	m.reg.MustRegister(m.audit.collectors()...)
 	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.commitTS, m.ackTS, m.delay, m.dead, m.poison,
 		m.restarts, m.purged, m.connected, m.caughtUpG, scraped{m}, m.bytesBehind, m.cpSavedTS, m.cpErrors,
 		m.headBytes, m.headSeconds, info,
