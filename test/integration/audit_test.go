@@ -141,7 +141,7 @@ func copyTopic(t *testing.T, topic string, recs []verify.Record) {
 		if err == nil {
 			return
 		}
-		if !errors.Is(err, kafka.UnknownTopicOrPartition) || i == 50 {
+		if !errors.Is(err, kafka.UnknownTopicOrPartition) || i == 300 {
 			t.Fatalf("copy to %s: %v", topic, err)
 		}
 		time.Sleep(100 * time.Millisecond)
