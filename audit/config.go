@@ -13,8 +13,9 @@ type Config struct {
 	Enabled bool `yaml:"enabled" env:"ENABLED"`
 	// Lag is how long a range of ids waits after the checkpoint passed it
 	// before it is audited, so that records still in flight (a transaction
-	// committed with a lower id than a later one) are not reported: a gap
-	// is reported between Lag and 2×Lag + Interval after its commit.
+	// committed with a lower id than a later one) are not reported: a
+	// missing event is reported within about Lag + 3 × Interval of its
+	// commit (a suspect is confirmed a round later).
 	Lag time.Duration `yaml:"lag" env:"LAG"`
 	// Interval is how often the audit reads Kafka and the table.
 	Interval time.Duration `yaml:"interval" env:"INTERVAL"`

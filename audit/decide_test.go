@@ -8,8 +8,8 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 )
 
-// The decisions on a record read back from Kafka: the table is the one in
-// docs/verify-and-audit.md, "What the audit counts".
+// The decisions on a record read back from Kafka, behind the duplicate
+// results of docs/verify-and-audit.md, "What it counts".
 func TestClassify(t *testing.T) {
 	cases := []struct {
 		name string
