@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os/exec"
 	"slices"
@@ -341,5 +342,40 @@ func TestAuditCleanUnderKills(t *testing.T) {
 	}
 	if tot[audit.OK] != int64(plan.Total) || len(st.Findings) != 0 {
 		t.Errorf("ok %d, want every event (%d) once; findings %+v", tot[audit.OK], plan.Total, st.Findings)
+	}
+}
+
+// audit.enabled in run: the audit runs beside the publisher (ha off), its
+// series on the publisher's /metrics count every event ok; with
+// ha.enabled, run refuses it and names the audit command.
+func TestAuditInRun(t *testing.T) {
+	e := newEnv(t)
+	e.noHA = true
+	e.extra = "audit:\n  enabled: true\n  lag: 1s\n  interval: 200ms\n"
+	p := e.start()
+	addr := metricsAddrOf(t, p)
+	w := e.writer()
+	plan := workload.Generate(37, 0, 5, 200, 1, 10, 60)
+	if err := produce(w, plan); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`cdc_outbox_audit_events_total{result="ok",source="default",table="%s.%s"} %d`, mysqlDB, e.outbox, plan.Total)
+	var body string
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(body, want); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the publisher's /metrics has no %s:\n%s", want, grepLines(body, "cdc_outbox_audit_"))
+		}
+		_, body = httpGet(addr, "/metrics")
+	}
+	if !strings.Contains(body, `cdc_outbox_audit_events_total{result="missing",source="default",table="`+mysqlDB+"."+e.outbox+`"} 0`) {
+		t.Errorf("no missing series at 0:\n%s", grepLines(body, "cdc_outbox_audit_"))
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	e.noHA = false
+	out, err := exec.Command(binary, "run", "--config", e.config()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "audit.enabled: not with ha.enabled") || !strings.Contains(string(out), "cdc-outbox audit") {
+		t.Fatalf("run with audit.enabled and ha.enabled: %v\n%s", err, out)
 	}
 }
