@@ -349,8 +349,16 @@ func TestAuditCleanUnderKills(t *testing.T) {
 // series on the publisher's /metrics count every event ok; with
 // ha.enabled, run refuses it and names the audit command.
 func TestAuditInRun(t *testing.T) {
+	t.Run("at-least-once", func(t *testing.T) { auditInRun(t, "") })
+	// read_committed: the transaction markers and open transactions of
+	// the topic are read past, nothing is reported.
+	t.Run("exactly-once", func(t *testing.T) { auditInRun(t, "  delivery: exactly-once\n") })
+}
+
+func auditInRun(t *testing.T, kafkaExtra string) {
 	e := newEnv(t)
 	e.noHA = true
+	e.kafkaExtra = kafkaExtra
 	e.extra = "audit:\n  enabled: true\n  lag: 1s\n  interval: 200ms\n"
 	p := e.start()
 	addr := metricsAddrOf(t, p)
@@ -367,8 +375,10 @@ func TestAuditInRun(t *testing.T) {
 		}
 		_, body = httpGet(addr, "/metrics")
 	}
-	if !strings.Contains(body, `cdc_outbox_audit_events_total{result="missing",source="default",table="`+mysqlDB+"."+e.outbox+`"} 0`) {
-		t.Errorf("no missing series at 0:\n%s", grepLines(body, "cdc_outbox_audit_"))
+	for _, r := range []string{"missing", "reordered", "split", "duplicate_late", "payload_mismatch", "unseen"} {
+		if !strings.Contains(body, `cdc_outbox_audit_events_total{result="`+r+`",source="default",table="`+mysqlDB+"."+e.outbox+`"} 0`) {
+			t.Errorf("no %s series at 0:\n%s", r, grepLines(body, "cdc_outbox_audit_"))
+		}
 	}
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d", code)
