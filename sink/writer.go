@@ -112,7 +112,8 @@ type Observer interface {
 	// kafka.WriteErrors says which records failed).
 	Produced(msgs []kafka.Message, d time.Duration, err error)
 	// Acked reports the end of an acknowledged run of transactions; its
-	// Time is the commit time of the last one (1 s resolution).
+	// Time is the commit time of the last one (MariaDB: 1 s resolution;
+	// MySQL 8.0.1+: µs, immediate_commit_timestamp).
 	Acked(p binlog.Position)
 }
 
