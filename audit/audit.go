@@ -493,12 +493,14 @@ func (r *run) audit(ctx context.Context, cp binlog.Position) error {
 		if hi <= lo {
 			continue
 		}
-		if hi-lo > r.cfg.span() {
-			hi, caughtUp = lo+r.cfg.span(), false
-		}
-		if err := r.auditRange(tg, lo, hi, r.st.CursorTimes[tg.Table], m.at); err != nil {
+		end, err := r.auditRange(tg, lo, hi, r.st.CursorTimes[tg.Table], m.at)
+		if err != nil {
 			return err
 		}
+		if end < hi {
+			caughtUp = false // the round's budget is spent: the rest next round
+		}
+		hi = end
 		r.st.Cursors[tg.Table] = hi
 		if hi == m.maxID[tg.Table] {
 			r.st.CursorTimes[tg.Table] = m.at
@@ -535,11 +537,14 @@ func (r *run) progress() {
 	}
 }
 
-// auditRange reads the sampled rows of ids lo+1 … hi and checks each was
-// published (its payload equal to the record's); the others are suspects.
-// With one table, the ids of the range without a row are counted too:
-// published (NotInTable) or not (Unseen).
-func (r *run) auditRange(tg verify.Target, lo, hi uint64, from, to time.Time) error {
+// auditRange reads the sampled rows of ids lo+1 … hi, at most
+// RowsPerSecond × Interval of them (the round's budget), and checks each
+// was published (its payload equal to the record's); the others are
+// suspects. It returns the last id audited: hi, or the last row read when
+// the budget ended the read. With one table, the ids of the range without
+// a row are counted too, published (NotInTable) or not (Unseen), unless
+// the ids are sparse (a range over 4 × the budget: not walked).
+func (r *run) auditRange(tg verify.Target, lo, hi uint64, from, to time.Time) (uint64, error) {
 	cols := tg.IDColumn
 	if tg.Payload != "" {
 		cols += ", " + tg.Payload
@@ -548,7 +553,7 @@ func (r *run) auditRange(tg verify.Target, lo, hi uint64, from, to time.Time) er
 	if cut := sampleCut(r.cfg.Sample); cut < sampleDen {
 		q += fmt.Sprintf(" AND %s %% %d < %d", tg.IDColumn, sampleDen, cut)
 	}
-	q += " ORDER BY " + tg.IDColumn
+	q += fmt.Sprintf(" ORDER BY %s LIMIT %d", tg.IDColumn, r.cfg.span())
 	counts := map[Result]int{}
 	var rows []uint64
 	var res mysql.Result
@@ -574,10 +579,13 @@ func (r *run) auditRange(tg verify.Target, lo, hi uint64, from, to time.Time) er
 		return nil
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("audit: read ids %d … %d of %s: %w", lo+1, hi, tg.Table, err)
+		return lo, fmt.Errorf("audit: read ids %d … %d of %s: %w", lo+1, hi, tg.Table, err)
 	}
 	r.obs.Read(0, len(rows))
-	if len(r.targets) == 1 {
+	if uint64(len(rows)) == r.cfg.span() {
+		hi = rows[len(rows)-1]
+	}
+	if len(r.targets) == 1 && hi-lo <= 4*r.cfg.span() {
 		j := 0
 		for id := lo + 1; id <= hi; id++ {
 			if !Sampled(id, r.cfg.Sample) {
@@ -599,7 +607,7 @@ func (r *run) auditRange(tg verify.Target, lo, hi uint64, from, to time.Time) er
 			r.count(tg.Table, res, counts[res], "")
 		}
 	}
-	return nil
+	return hi, nil
 }
 
 // confirm decides the suspects of earlier rounds: published since, still

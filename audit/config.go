@@ -19,9 +19,9 @@ type Config struct {
 	Lag time.Duration `yaml:"lag" env:"LAG"`
 	// Interval is how often the audit reads Kafka and the table.
 	Interval time.Duration `yaml:"interval" env:"INTERVAL"`
-	// RowsPerSecond bounds the ids audited per second (the id span read
-	// from the table per round is RowsPerSecond × Interval); the audit
-	// falls behind, and says so (cdc_outbox_audit_behind_ids), rather than
+	// RowsPerSecond bounds the rows the audit reads per second (at most
+	// RowsPerSecond × Interval a round, by primary key); the audit falls
+	// behind, and says so (cdc_outbox_audit_behind_ids), rather than
 	// exceeding it.
 	RowsPerSecond int `yaml:"rows-per-second" env:"ROWS_PER_SECOND"`
 	// Sample is the fraction of event ids whose row is read and compared
@@ -69,7 +69,7 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// span is the id span one round may audit.
+// span is the rows one round may read.
 func (c *Config) span() uint64 {
 	return max(uint64(float64(c.RowsPerSecond)*c.Interval.Seconds()), 1)
 }

@@ -302,12 +302,17 @@ func sum(m map[audit.Result]int) int {
 
 // A clean run under load, with the publisher killed (SIGKILL) and
 // restarted and the audit stopped and restarted midway (it resumes from
-// its state in Redis): the audit reports nothing but the publisher's
-// replays, and audits every event exactly once.
+// its state in Redis), its budget smaller than the load: the audit
+// reports nothing but the publisher's replays, and audits every event
+// exactly once.
 func TestAuditCleanUnderKills(t *testing.T) {
 	e := newEnv(t)
 	p := e.start()
-	first := e.startAudit(e.topic, auditConfig(0))
+	// A budget of 400 rows a round (2000/s, rounds of 200 ms): the
+	// audit falls behind and catches up in steps.
+	cfg := auditConfig(0)
+	cfg.RowsPerSecond = 2000
+	first := e.startAudit(e.topic, cfg)
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	// The audit began (at the present) before the workload.
@@ -322,7 +327,7 @@ func TestAuditCleanUnderKills(t *testing.T) {
 	p.kill(t)
 	first.stop()
 	e.start()
-	second := e.startAudit(e.topic, auditConfig(0))
+	second := e.startAudit(e.topic, cfg)
 	pr.wait(t)
 	second.waitAudited(t, uint64(plan.Total), nil, 2*time.Minute)
 	b, err := rdb.Get(context.Background(), checkpoint.AuditKey(e.key)).Bytes()
