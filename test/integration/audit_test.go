@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -392,5 +393,60 @@ func auditInRun(t *testing.T, kafkaExtra string) {
 	out, err := exec.Command(binary, "run", "--config", e.config()).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "audit.enabled: not with ha.enabled") || !strings.Contains(string(out), "cdc-outbox audit") {
 		t.Fatalf("run with audit.enabled and ha.enabled: %v\n%s", err, out)
+	}
+}
+
+// `cdc-outbox audit` as a process of its own beside an ha publisher:
+// it serves the audit's metrics on --metrics-addr, counts every event ok,
+// and exits 0 on SIGTERM.
+func TestAuditCommand(t *testing.T) {
+	e := newEnv(t)
+	e.extra = "audit:\n  lag: 1s\n  interval: 200ms\n"
+	e.start()
+	addr := freeAddr(t)
+	cmd := exec.Command(binary, "audit", "--config", e.config(), "--metrics-addr", addr)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		done <- nil
+	})
+	// Its state is stored once it began (at the present): then the workload.
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(30 * time.Second); rdb.Exists(context.Background(), checkpoint.AuditKey(e.key)).Val() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit command did not store its state within 30s:\n%s", out.String())
+		}
+	}
+	plan := workload.Generate(39, 0, 5, 100, 1, 10, 60)
+	if err := produce(e.writer(), plan); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`cdc_outbox_audit_events_total{result="ok",source="default",table="%s.%s"} %d`, mysqlDB, e.outbox, plan.Total)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, body := httpGet(addr, "/metrics")
+		if strings.Contains(body, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit's /metrics has no %s:\n%s\nlog:\n%s", want, grepLines(body, "cdc_outbox_audit_"), out.String())
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Fatalf("audit exited with %v after SIGTERM:\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the audit did not exit within 30 s of SIGTERM")
 	}
 }
