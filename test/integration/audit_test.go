@@ -95,6 +95,39 @@ func (e *env) startAudit(topic string, cfg audit.Config) *auditRun {
 	return r
 }
 
+// auditState reads the audit's state beside the env's checkpoint.
+func (e *env) auditState() *audit.State {
+	e.t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	b, err := rdb.Get(context.Background(), checkpoint.AuditKey(e.key)).Bytes()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := audit.ParseState(checkpoint.AuditKey(e.key), b)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// waitAuditState waits until the audit stored its state (it began); log,
+// when set, gives its output for the failure.
+func (e *env) waitAuditState(log func() string) {
+	e.t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(30 * time.Second); rdb.Exists(context.Background(), checkpoint.AuditKey(e.key)).Val() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			msg := ""
+			if log != nil {
+				msg = log()
+			}
+			e.t.Fatalf("the audit did not store its state within 30s\n%s", msg)
+		}
+	}
+}
+
 // auditConfig is a quick audit: a 2 s lag, rounds of 200 ms.
 func auditConfig(fromID uint64) audit.Config {
 	c := audit.DefaultConfig()
@@ -262,14 +295,7 @@ func TestAuditFindsInjectedFaults(t *testing.T) {
 				}
 			}
 			// The finding names the event id, in Redis beside the checkpoint.
-			b, err := rdb.Get(context.Background(), checkpoint.AuditKey(e.key)).Bytes()
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := audit.ParseState(checkpoint.AuditKey(e.key), b)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := e.auditState()
 			if len(st.Findings) != 1 || !slices.Contains(st.Findings[0].EventIDs, c.event) {
 				t.Errorf("findings %+v: want one naming event %s", st.Findings, c.event)
 			} else if c.name == "hole" && !strings.Contains(st.Findings[0].Fix, "cdc-outbox replay --from ") {
@@ -314,14 +340,8 @@ func TestAuditCleanUnderKills(t *testing.T) {
 	cfg := auditConfig(0)
 	cfg.RowsPerSecond = 2000
 	first := e.startAudit(e.topic, cfg)
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
 	// The audit began (at the present) before the workload.
-	for deadline := time.Now().Add(30 * time.Second); rdb.Exists(context.Background(), checkpoint.AuditKey(e.key)).Val() == 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the audit did not store its state within 30s")
-		}
-	}
+	e.waitAuditState(nil)
 	plan := workload.Generate(36, 0, 20, 3000, 1, 50, 80)
 	pr := e.produceBackground(plan, 1000)
 	e.waitPublished(plan, 800, time.Minute)
@@ -331,14 +351,7 @@ func TestAuditCleanUnderKills(t *testing.T) {
 	second := e.startAudit(e.topic, cfg)
 	pr.wait(t)
 	second.waitAudited(t, uint64(plan.Total), nil, 2*time.Minute)
-	b, err := rdb.Get(context.Background(), checkpoint.AuditKey(e.key)).Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := audit.ParseState(checkpoint.AuditKey(e.key), b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := e.auditState()
 	tot := st.Totals[mysqlDB+"."+e.outbox]
 	t.Logf("audit totals %v, findings %+v", tot, st.Findings)
 	for _, r := range []audit.Result{audit.Missing, audit.Reordered, audit.Split, audit.Late, audit.Payload, audit.Unseen, audit.NotInTable} {
@@ -418,13 +431,7 @@ func TestAuditCommand(t *testing.T) {
 		done <- nil
 	})
 	// Its state is stored once it began (at the present): then the workload.
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer rdb.Close()
-	for deadline := time.Now().Add(30 * time.Second); rdb.Exists(context.Background(), checkpoint.AuditKey(e.key)).Val() == 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the audit command did not store its state within 30s:\n%s", out.String())
-		}
-	}
+	e.waitAuditState(out.String)
 	plan := workload.Generate(39, 0, 5, 100, 1, 10, 60)
 	if err := produce(e.writer(), plan); err != nil {
 		t.Fatal(err)
