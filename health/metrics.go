@@ -69,6 +69,9 @@ type BuildInfo struct {
 //	cdc_outbox_retention_headroom_bytes            binlog bytes from the start of the oldest binlog the server keeps to the checkpoint (NaN until measured)
 //	cdc_outbox_retention_headroom_seconds          time until the server's binlog expiry may purge the checkpoint's file (NaN until measured or without expiry)
 //
+// The continuous audit's cdc_outbox_audit_* series (Metrics.Audit) are
+// listed in audit.go.
+//
 // Process:
 //
 //	cdc_outbox_build_info{version,commit,date,goversion}  1
