@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.da
 PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
-.PHONY: all build demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
+.PHONY: all build docs demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
 	deploy-check release release-check helm-check helm-cli-check release-tool-check image-run-check docker version date test-flavours test-flavour-subset test-cluster test-many
 
 all: build
@@ -22,6 +22,11 @@ all: build
 ## build: static binary in bin/cdc-outbox
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cdc-outbox ./cmd/cdc-outbox
+
+## docs: regenerate docs/configuration.md from the configuration structs (their doc and rule tags);
+## go test ./config/ fails while the committed page differs from it
+docs:
+	$(GO) run ./cmd/cdc-outbox config reference -o docs/configuration.md
 
 ## demo: the main job end to end on the real local stack (kill -9 and resume included)
 demo:

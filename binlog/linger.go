@@ -65,6 +65,14 @@ type lingerConn struct {
 	set time.Time  // the read deadline set on the socket (zero: none, or not known)
 }
 
+// clock is c.now, or time.Now.
+func (c *lingerConn) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
+}
+
 // Close closes the connection and the pause's timer.
 func (c *lingerConn) Close() error {
 	if c.sleeper != nil {
@@ -79,11 +87,7 @@ func (c *lingerConn) SetReadDeadline(t time.Time) error {
 	defer c.dmu.Unlock()
 	set := t
 	if !t.IsZero() {
-		now := time.Now
-		if c.now != nil {
-			now = c.now
-		}
-		d := t.Sub(now())
+		d := t.Sub(c.clock())
 		if !c.set.IsZero() && !t.After(c.set) {
 			if d > 0 && c.set.Sub(t) <= d/8 {
 				return nil // covered: the deadline set is later than t by at most an eighth of t's distance
@@ -111,7 +115,7 @@ func (c *lingerConn) SetDeadline(t time.Time) error {
 
 func (c *lingerConn) Read(p []byte) (int, error) {
 	if c.pause {
-		if wait := time.Until(c.from.Add(c.linger)); wait > 0 {
+		if wait := c.from.Add(c.linger).Sub(c.clock()); wait > 0 {
 			if c.hold != nil && !c.held {
 				c.held = c.hold(true)
 			}
@@ -131,7 +135,7 @@ func (c *lingerConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.since += int64(n)
 	if n < len(p) && err == nil {
-		now := time.Now()
+		now := c.clock()
 		c.pause = lingering(c.since, now.Sub(c.from), c.linger)
 		c.since, c.from = 0, now
 	}

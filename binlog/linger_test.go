@@ -53,13 +53,18 @@ func TestLingerConnPauses(t *testing.T) {
 	var pauses []time.Duration
 	var held bool
 	holds := 0
+	// A clock that moves only in the pauses: the reads take no time, so
+	// that the test does not depend on the machine's load (under load a
+	// read of 129 KiB took longer than a linger and paused once more).
+	clock := time.Now()
 	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 64 << 10, 64 << 10, 1 << 10, 100}, held: &held}, linger: 2 * time.Millisecond,
+		now: func() time.Time { return clock },
 		sleep: func(d time.Duration) {
 			if !held {
 				t.Error("paused without the low-water mark raised")
 			}
 			pauses = append(pauses, d)
-			time.Sleep(d)
+			clock = clock.Add(d)
 		},
 		hold: func(on bool) bool {
 			if on == held {
@@ -69,7 +74,7 @@ func TestLingerConnPauses(t *testing.T) {
 			holds++
 			return on
 		},
-		from: time.Now().Add(-time.Second)}
+		from: clock.Add(-time.Second)}
 	buf := make([]byte, 64<<10)
 	for i := 0; i < 6; i++ {
 		if _, err := c.Read(buf); err != nil {
@@ -154,7 +159,9 @@ func TestLingerConnDeadlines(t *testing.T) {
 func TestLingerConnKeepsMarkWhileQueued(t *testing.T) {
 	var calls []string
 	queued := []bool{true, false} // what the releases find, in turn
+	clock := time.Now()           // fixed: the pauses stay due however slow the machine
 	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 100, 100}}, linger: time.Millisecond,
+		now:   func() time.Time { return clock },
 		sleep: func(time.Duration) { calls = append(calls, "sleep") },
 		hold: func(on bool) bool {
 			if on {
@@ -166,13 +173,13 @@ func TestLingerConnKeepsMarkWhileQueued(t *testing.T) {
 			calls = append(calls, map[bool]string{true: "keep", false: "lower"}[q])
 			return q
 		},
-		from: time.Now().Add(-time.Second)}
+		from: clock.Add(-time.Second)}
 	buf := make([]byte, 1000)
 	for i := 0; i < 3; i++ {
 		if _, err := c.Read(buf); err != nil {
 			t.Fatal(err)
 		}
-		c.from = time.Now().Add(-time.Millisecond / 2) // the next pause is due in half a millisecond
+		c.from = clock.Add(-time.Millisecond / 2) // the next pause is due in half a millisecond
 	}
 	want := []string{"raise", "sleep", "keep", "sleep", "lower"}
 	if !slices.Equal(calls, want) {
@@ -193,16 +200,18 @@ func (p pacer) End()   { *p.calls = append(*p.calls, "end") }
 // sleep, End after it, once each; a read with no pause due tells nothing.
 func TestLingerConnTellsPacer(t *testing.T) {
 	var calls []string
+	clock := time.Now() // fixed: the pause stays due however slow the machine
 	c := &lingerConn{Conn: &chunks{sizes: []int{100, 100, 100}}, linger: time.Millisecond,
+		now:   func() time.Time { return clock },
 		sleep: func(time.Duration) { calls = append(calls, "sleep") },
 		pace:  pacer{&calls},
-		from:  time.Now().Add(-time.Second)}
+		from:  clock.Add(-time.Second)}
 	buf := make([]byte, 1000)
 	for i := 0; i < 2; i++ { // the first read drains (no pause before it), the second pauses
 		if _, err := c.Read(buf); err != nil {
 			t.Fatal(err)
 		}
-		c.from = time.Now().Add(-time.Millisecond / 2)
+		c.from = clock.Add(-time.Millisecond / 2)
 	}
 	c.pause = false // the stream got busy: no pause before the third read
 	if _, err := c.Read(buf); err != nil {

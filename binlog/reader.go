@@ -959,7 +959,7 @@ func isWriteRows(t replication.EventType) bool {
 func classify(err error) error {
 	switch code(err) {
 	case codeMasterFatalReading:
-		return fmt.Errorf("%w: %v; if the binlog was purged, choose a new start (see README: start options)", ErrPositionUnavailable, err)
+		return fmt.Errorf("%w: %v; if the binlog was purged, choose a new start (see docs/operations.md, \"Where a run starts\")", ErrPositionUnavailable, err)
 	case codeAccessDenied:
 		return fmt.Errorf("%w: %v; the binlog dump needs REPLICATION SLAVE: GRANT REPLICATION SLAVE ON *.* TO the publisher's user", ErrPrivileges, err)
 	case codeSlaveSameID:

@@ -20,14 +20,14 @@ import (
 // `im\.im_event_outbox_[0-9]+`), with its mapping (empty: source.mapping).
 type TableConfig struct {
 	// Schema of Table; default source.schema.
-	Schema string `yaml:"schema"`
+	Schema string `yaml:"schema" doc:"The table's database; empty: source.schema." rule:"-"`
 	// Table is one table's name.
-	Table string `yaml:"table"`
+	Table string `yaml:"table" doc:"One table's name." rule:"table or pattern, not both"`
 	// Pattern matches "schema.table" (anchored at both ends). Tables
 	// created later that match are picked up from their table map events.
-	Pattern string `yaml:"pattern"`
+	Pattern string `yaml:"pattern" doc:"A regular expression matched against the whole schema.table; tables created later that match are picked up." rule:"a valid Go regular expression; table or pattern, not both"`
 	// Mapping of the table(s); default source.mapping.
-	Mapping mapping.Config `yaml:"mapping"`
+	Mapping mapping.Config `yaml:"mapping" doc:"The table's mapping; empty: source.mapping."`
 }
 
 // Table is one outbox table of a source, with its compiled mapping. It is

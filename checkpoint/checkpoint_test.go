@@ -48,6 +48,20 @@ func (f *fakeBackend) Save(_ context.Context, c Checkpoint, _ WriteOptions) erro
 	return nil
 }
 
+func (f *fakeBackend) Delete(context.Context, WriteOptions) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	existed := f.cp != nil
+	f.cp = nil
+	return existed, f.fail
+}
+
+// put is Apply of a plain write (the start-up phases' intents).
+func (w *Writer) put(ctx context.Context, p binlog.Position) error {
+	_, err := Apply(ctx, w, Intent{Why: "test", At: p})
+	return err
+}
+
 func (f *fakeBackend) last() (Checkpoint, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -63,7 +77,7 @@ func TestWriterBuildsTheValue(t *testing.T) {
 	b := newFake()
 	w := NewWriter(b, Source{ServerID: 7, ServerUUID: "u", Flavor: "mysql"}, map[string]int{"a": 3})
 	at := time.Unix(1700000000, 0).UTC()
-	if err := w.Write(context.Background(), binlog.Position{File: "f.000002", Pos: 99, GTIDSet: "u:1-5", GTID: "u:5", Time: at}); err != nil {
+	if err := w.put(context.Background(), binlog.Position{File: "f.000002", Pos: 99, GTIDSet: "u:1-5", GTID: "u:5", Time: at}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := b.last()
@@ -76,12 +90,12 @@ func TestWriterBuildsTheValue(t *testing.T) {
 	}
 	w.AddPartitions(map[string]int{"b": 6})
 	w.SetPartitions(nil)
-	_ = w.Write(context.Background(), pos("f.000002", 120))
+	_ = w.put(context.Background(), pos("f.000002", 120))
 	if got, _ := b.last(); got.Partitions != nil {
 		t.Fatalf("partitions after SetPartitions(nil): %v", got.Partitions)
 	}
 	w.AddPartitions(map[string]int{"b": 6})
-	_ = w.Write(context.Background(), pos("f.000002", 130))
+	_ = w.put(context.Background(), pos("f.000002", 130))
 	if got, _ := b.last(); got.Partitions["b"] != 6 || len(w.Partitions()) != 1 || w.Key() != "k" {
 		t.Fatalf("partitions %v", got.Partitions)
 	}
@@ -95,7 +109,7 @@ func TestFileOpenedStoredAndOptional(t *testing.T) {
 	b := newFake()
 	w := NewWriter(b, Source{ServerID: 1, Flavor: "mariadb"}, nil)
 	opened := time.Unix(1700000000, 0).UTC()
-	if err := w.Write(context.Background(), binlog.Position{File: "f.000008", Pos: 405, GTIDSet: "0-1-1522", Opened: opened}); err != nil {
+	if err := w.put(context.Background(), binlog.Position{File: "f.000008", Pos: 405, GTIDSet: "0-1-1522", Opened: opened}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := b.last()
@@ -265,7 +279,7 @@ func TestStoreOnRedis(t *testing.T) {
 		t.Fatalf("empty: %v %v", cp, err)
 	}
 	w := NewWriter(s, Source{ServerID: 3, Flavor: "mariadb"}, map[string]int{"t": 4})
-	if err := w.Write(ctx, binlog.Position{File: "b.000001", Pos: 400, GTIDSet: "0-3-9"}); err != nil {
+	if err := w.put(ctx, binlog.Position{File: "b.000001", Pos: 400, GTIDSet: "0-3-9"}); err != nil {
 		t.Fatal(err)
 	}
 	cp, err := s.Load(ctx)
@@ -290,10 +304,10 @@ func TestStoreOnRedis(t *testing.T) {
 	if _, err := s.Load(ctx); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("not json: %v, want ErrCorrupt", err)
 	}
-	if ok, err := s.Delete(ctx); err != nil || !ok {
+	if ok, err := s.Delete(ctx, WriteOptions{}); err != nil || !ok {
 		t.Fatalf("Delete = %v %v", ok, err)
 	}
-	if ok, err := s.Delete(ctx); err != nil || ok {
+	if ok, err := s.Delete(ctx, WriteOptions{}); err != nil || ok {
 		t.Fatalf("Delete again = %v %v", ok, err)
 	}
 	s.Close()
@@ -303,7 +317,7 @@ func TestStoreOnRedis(t *testing.T) {
 	if _, err := s.Load(ctx); err == nil {
 		t.Fatal("Load on a closed client succeeded")
 	}
-	if _, err := s.Delete(ctx); err == nil {
+	if _, err := s.Delete(ctx, WriteOptions{}); err == nil {
 		t.Fatal("Delete on a closed client succeeded")
 	}
 	if _, _, err := s.Persistence(ctx); err == nil {

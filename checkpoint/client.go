@@ -141,7 +141,7 @@ func (s *Store) explain(ctx context.Context, err error) error {
 	case redis.IsAuthError(err):
 		return fmt.Errorf("%w: %s: %v; check checkpoint.username and checkpoint.password or checkpoint.password-file (CDC_OUTBOX_CHECKPOINT_USERNAME, CDC_OUTBOX_CHECKPOINT_PASSWORD), and that the ACL user is on", ErrAuth, addr, err)
 	case redis.IsPermissionError(err):
-		return fmt.Errorf("%w: %s: %v; the ACL user needs the key pattern and commands of the checkpoint: ACL SETUSER <user> ~%s* +get +set +del +config|get +ping", ErrAuth, addr, err, s.key)
+		return fmt.Errorf("%w: %s: %v; the ACL user needs the checkpoint's keys and commands: ACL SETUSER <user> %s (with ha.enabled, also ~<ha.group>, by default ~cdc-outbox:instances)", ErrAuth, addr, err, ACLRules(s.key, ""))
 	case errors.Is(err, ErrTLS):
 		return err
 	}
@@ -160,6 +160,24 @@ func (s *Store) explain(ctx context.Context, err error) error {
 		}
 	}
 	return err
+}
+
+// ACLRules returns the Redis ACL rules (ACL SETUSER syntax) a publisher's
+// user needs for the checkpoint key and the keys stored beside it in its
+// hash slot (SlotKey: lease, fence, term), and, when group is not empty,
+// the instances' key ha.group: the key patterns, then the commands of the
+// Store and of package lease, including those its Lua scripts call (Redis
+// checks a script's calls against the user's ACL too).
+func ACLRules(key, group string) string {
+	rules := []string{"~" + key, "~" + SlotKey(key, "*")}
+	if group != "" {
+		rules = append(rules, "~"+group)
+	}
+	for _, c := range []string{"get", "set", "del", "incr", "pexpire", "pttl", "time",
+		"zadd", "zcard", "zrem", "zremrangebyscore", "eval", "evalsha", "ping", "config|get"} {
+		rules = append(rules, "+"+c)
+	}
+	return strings.Join(rules, " ")
 }
 
 // Explain is explain for the commands other packages send on Client()

@@ -84,3 +84,25 @@ func (e *VanishedError) Error() string {
 }
 
 func (e *VanishedError) Unwrap() error { return ErrVanished }
+
+// ErrHeld: a delete without a fence (checkpoint reset) refused because an
+// instance holds the source's lease: it is publishing and would write the
+// key again at its next write. Stop it first, or force.
+var ErrHeld = errors.New("checkpoint: delete refused: an instance holds the source's lease")
+
+// ErrTombstone: the Redis key was deleted but the tombstone of its mirror
+// copy failed: the next run would resume from the copy.
+var ErrTombstone = errors.New("checkpoint: the Redis key is deleted, but its copy in the mirror is not")
+
+// HeldError is a delete refused by ErrHeld.
+type HeldError struct {
+	Key    string
+	Holder string // the lease key's value, "<owner> <token>"
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%v: instance %q holds the lease of checkpoint %s: it is publishing and would write the checkpoint again at its next write. "+
+		"Stop every instance first (a killed one's lease expires within ha.lease-ttl), or give --force", ErrHeld, e.Holder, e.Key)
+}
+
+func (e *HeldError) Unwrap() error { return ErrHeld }

@@ -15,10 +15,11 @@ import (
 
 // fakeMirror is an in-memory Mirror that can be made to fail.
 type fakeMirror struct {
-	mu   sync.Mutex
-	vals map[string][]byte
-	fail error
-	n    int
+	mu      sync.Mutex
+	vals    map[string][]byte
+	fail    error
+	delFail error
+	n       int
 }
 
 func (m *fakeMirror) Save(_ context.Context, key string, value []byte) error {
@@ -45,6 +46,9 @@ func (m *fakeMirror) Load(_ context.Context, key string) ([]byte, bool, error) {
 func (m *fakeMirror) Delete(_ context.Context, key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.delFail != nil {
+		return m.delFail
+	}
 	delete(m.vals, key)
 	return nil
 }
@@ -65,7 +69,7 @@ func TestWriterMirror(t *testing.T) {
 	var mirrorErrs []error
 	w.SetMirror(m, time.Hour, func(err error) { mirrorErrs = append(mirrorErrs, err) })
 	ctx := context.Background()
-	if err := w.Write(ctx, pos("f.000001", 10)); err != nil {
+	if err := w.put(ctx, pos("f.000001", 10)); err != nil {
 		t.Fatal(err)
 	}
 	if m.count() != 1 {
@@ -86,7 +90,7 @@ func TestWriterMirror(t *testing.T) {
 		t.Fatalf("copyLatest of an up-to-date copy: %v, %d copies", err, m.count())
 	}
 	m.fail = errors.New("kafka down")
-	if err := w.Write(ctx, pos("f.000001", 30)); err != nil {
+	if err := w.put(ctx, pos("f.000001", 30)); err != nil {
 		t.Fatalf("a failed copy failed the write: %v", err)
 	}
 	if got, _ := b.last(); got.Pos != 30 || len(mirrorErrs) != 1 || !strings.Contains(mirrorErrs[0].Error(), "kafka down") || w.MirrorFailures() != 1 {

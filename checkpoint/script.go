@@ -101,3 +101,27 @@ end
 redis.call('SET', KEYS[1], ARGV[1])
 return {'ok'}
 `)
+
+// deleteScript deletes a checkpoint in one atomic step with the lease
+// check:
+//
+//	KEYS[1] checkpoint key     KEYS[2] lease key
+//	ARGV[1] "force", "fence" (ARGV[2] must hold the lease) or "free"
+//	        (nobody may hold it)
+//	ARGV[2] lease holder expected (with "fence")
+//
+// Replies {"deleted"}, {"none"} (no key), {"held", holder} or {"fenced",
+// holder now} (both not deleted).
+var deleteScript = redis.NewScript(`
+if ARGV[1] ~= 'force' then
+  local holder = redis.call('GET', KEYS[2])
+  if ARGV[1] == 'fence' and holder ~= ARGV[2] then
+    return {'fenced', holder or ''}
+  end
+  if ARGV[1] == 'free' and holder then
+    return {'held', holder}
+  end
+end
+if redis.call('DEL', KEYS[1]) == 1 then return {'deleted'} end
+return {'none'}
+`)

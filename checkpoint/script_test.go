@@ -43,7 +43,7 @@ func TestSaveMonotonic(t *testing.T) {
 		w := NewWriter(s, Source{ServerID: st.src, Flavor: "mariadb"}, nil)
 		w.SetForce(st.force)
 		before, _ := s.Load(ctx)
-		err := w.Write(ctx, st.at)
+		err := w.put(ctx, st.at)
 		after, _ := s.Load(ctx)
 		var be *BackwardsError
 		switch {
@@ -78,14 +78,14 @@ func TestSaveFenceAndVanished(t *testing.T) {
 	w := NewWriter(s, Source{ServerID: 1}, nil)
 	w.SetFence(f)
 	var fe *FencedError
-	if err := w.Write(ctx, pos("b.000001", 10)); !errors.As(err, &fe) || fe.Holder != "" || fe.Token != 7 {
+	if err := w.put(ctx, pos("b.000001", 10)); !errors.As(err, &fe) || fe.Holder != "" || fe.Token != 7 {
 		t.Fatalf("no lease: %v, want FencedError", err)
 	}
 	if cp, _ := s.Load(ctx); cp != nil {
 		t.Fatalf("fenced write stored %+v", cp)
 	}
 	rdb.Set(ctx, LeaseKey(cfg.Key), "a 7", time.Minute)
-	if err := w.Write(ctx, pos("b.000001", 10)); err != nil {
+	if err := w.put(ctx, pos("b.000001", 10)); err != nil {
 		t.Fatal(err)
 	}
 	if cp, _ := s.Load(ctx); cp.Token != 7 || cp.Owner != "a" {
@@ -93,7 +93,7 @@ func TestSaveFenceAndVanished(t *testing.T) {
 	}
 	// Taken over: b holds token 8; a's write is refused, naming b.
 	rdb.Set(ctx, LeaseKey(cfg.Key), "b 8", time.Minute)
-	if err := w.Write(ctx, pos("b.000001", 20)); !errors.As(err, &fe) || fe.Holder != "b 8" || !Refused(err) ||
+	if err := w.put(ctx, pos("b.000001", 20)); !errors.As(err, &fe) || fe.Holder != "b 8" || !Refused(err) ||
 		!strings.Contains(err.Error(), "b 8") {
 		t.Fatalf("taken over: %v", err)
 	}
@@ -103,12 +103,12 @@ func TestSaveFenceAndVanished(t *testing.T) {
 	// The key vanishes (eviction, FLUSHALL) under b, who wrote it before.
 	wb := NewWriter(s, Source{ServerID: 1}, nil)
 	wb.SetFence(&Fence{LeaseKey: LeaseKey(cfg.Key), Owner: "b", Token: 8})
-	if err := wb.Write(ctx, pos("b.000001", 30)); err != nil {
+	if err := wb.put(ctx, pos("b.000001", 30)); err != nil {
 		t.Fatal(err)
 	}
 	rdb.Del(ctx, cfg.Key)
 	var ve *VanishedError
-	if err := wb.Write(ctx, pos("b.000001", 40)); !errors.As(err, &ve) || Refused(err) || ve.At.Pos != 40 {
+	if err := wb.put(ctx, pos("b.000001", 40)); !errors.As(err, &ve) || Refused(err) || ve.At.Pos != 40 {
 		t.Fatalf("vanished: %v", err)
 	}
 	if cp, _ := s.Load(ctx); cp == nil || cp.Pos != 40 {
@@ -118,7 +118,7 @@ func TestSaveFenceAndVanished(t *testing.T) {
 	rdb.Del(ctx, cfg.Key)
 	fresh := NewWriter(s, Source{ServerID: 1}, nil)
 	fresh.SetFence(&Fence{LeaseKey: LeaseKey(cfg.Key), Owner: "b", Token: 8})
-	if err := fresh.Write(ctx, pos("b.000001", 50)); err != nil {
+	if err := fresh.put(ctx, pos("b.000001", 50)); err != nil {
 		t.Fatal(err)
 	}
 	// The committer logs a vanished key and goes on; a fenced write ends it.

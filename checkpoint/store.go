@@ -63,49 +63,49 @@ func (c *Checkpoint) Position() binlog.Position {
 // Config configures the store.
 type Config struct {
 	// Addr is the Redis server's host:port.
-	Addr     string `yaml:"addr" env:"ADDR"`
-	Username string `yaml:"username" env:"USERNAME"`
-	Password string `yaml:"password" env:"PASSWORD"`
+	Addr     string `yaml:"addr" env:"ADDR" doc:"The Redis server." rule:"host:port (unless addrs is set)"`
+	Username string `yaml:"username" env:"USERNAME" doc:"The Redis ACL user; empty: the default user." rule:"-"`
+	Password string `yaml:"password" env:"PASSWORD" secret:"password-file" doc:"The Redis password." rule:"not with password-file"`
 	// PasswordFile holds the password instead (a Kubernetes Secret), read
 	// at each connection; not with Password.
-	PasswordFile string `yaml:"password-file" env:"PASSWORD_FILE"`
-	DB           int    `yaml:"db" env:"DB"`
+	PasswordFile string `yaml:"password-file" env:"PASSWORD_FILE" doc:"A file holding the Redis password instead, read at each connection." rule:"a readable file; not with password"`
+	DB           int    `yaml:"db" env:"DB" doc:"The Redis database number." rule:">= 0; 0 with cluster"`
 	// TLS to Redis (a tls-port, managed Redis services).
-	TLS secure.TLS `yaml:"tls" envPrefix:"TLS_"`
+	TLS secure.TLS `yaml:"tls" envPrefix:"TLS_" doc:"TLS to Redis (a tls-port, managed Redis services)."`
 	// SentinelMaster: the master name watched by the Sentinels at Addrs
 	// (the client follows failovers); SentinelUsername and
 	// SentinelPassword (or SentinelPasswordFile) log in to the Sentinels.
-	SentinelMaster       string `yaml:"sentinel-master" env:"SENTINEL_MASTER"`
-	SentinelUsername     string `yaml:"sentinel-username" env:"SENTINEL_USERNAME"`
-	SentinelPassword     string `yaml:"sentinel-password" env:"SENTINEL_PASSWORD"`
-	SentinelPasswordFile string `yaml:"sentinel-password-file" env:"SENTINEL_PASSWORD_FILE"`
+	SentinelMaster       string `yaml:"sentinel-master" env:"SENTINEL_MASTER" doc:"Redis Sentinel: the master name watched by the Sentinels at addrs; the client follows failovers." rule:"needs addrs; not with cluster"`
+	SentinelUsername     string `yaml:"sentinel-username" env:"SENTINEL_USERNAME" doc:"The user logging in to the Sentinels." rule:"-"`
+	SentinelPassword     string `yaml:"sentinel-password" env:"SENTINEL_PASSWORD" secret:"sentinel-password-file" doc:"The password logging in to the Sentinels." rule:"not with sentinel-password-file"`
+	SentinelPasswordFile string `yaml:"sentinel-password-file" env:"SENTINEL_PASSWORD_FILE" doc:"A file holding the Sentinels' password instead, read at each connection." rule:"a readable file; not with sentinel-password"`
 	// Cluster: Addrs (or Addr) are Redis Cluster nodes. The checkpoint key
 	// and everything stored beside it share one hash slot (SlotKey).
-	Cluster bool `yaml:"cluster" env:"CLUSTER"`
+	Cluster bool `yaml:"cluster" env:"CLUSTER" doc:"Redis Cluster: addrs (or addr) are seed nodes; the lease and fence keys share the checkpoint key's hash slot." rule:"not with sentinel-master"`
 	// Addrs: the Sentinels (with SentinelMaster) or Cluster seed nodes;
 	// empty: Addr.
-	Addrs []string `yaml:"addrs" env:"ADDRS"`
+	Addrs []string `yaml:"addrs" env:"ADDRS" doc:"The Sentinels (with sentinel-master) or the Cluster seed nodes; empty: addr." rule:"host:port each; only with sentinel-master or cluster"`
 	// Key is the Redis key of this source's checkpoint. Two publishers must
 	// never share a key.
-	Key string `yaml:"key" env:"KEY"`
+	Key string `yaml:"key" env:"KEY" doc:"The Redis key of this source's checkpoint; two publishers must never share one." rule:"required, unique per source; braces only as a Cluster hash tag"`
 	// Interval is how often the checkpoint is written while publishing.
-	Interval time.Duration `yaml:"interval" env:"INTERVAL"`
+	Interval time.Duration `yaml:"interval" env:"INTERVAL" doc:"How often the checkpoint is written while publishing." rule:"at least 10ms"`
 	// Timeout bounds one Redis command.
-	Timeout time.Duration `yaml:"timeout" env:"TIMEOUT"`
+	Timeout time.Duration `yaml:"timeout" env:"TIMEOUT" doc:"Bound on one Redis command." rule:"> 0"`
 	// Recover: when the key is missing but the (fixed) topic holds records
 	// published by cdc-outbox, resume from the position their
 	// binlog_txn_end headers give instead of refusing to start.
-	Recover bool `yaml:"recover" env:"RECOVER"`
+	Recover bool `yaml:"recover" env:"RECOVER" doc:"When the key is missing but the (fixed) topic holds records of cdc-outbox, resume from their binlog_txn_end headers instead of refusing to start." rule:"-"`
 	// MirrorTopic is a compacted Kafka topic holding a copy of the
 	// checkpoint (record key: Key): when the Redis key is lost (flushed,
 	// evicted, a Redis without persistence), run resumes from the copy
 	// instead of needing a start option. run creates it (cleanup.policy
 	// compact) when missing. "" keeps the checkpoint in Redis only.
-	MirrorTopic string `yaml:"mirror-topic" env:"MIRROR_TOPIC"`
+	MirrorTopic string `yaml:"mirror-topic" env:"MIRROR_TOPIC" doc:"A compacted Kafka topic holding a copy of every checkpoint, which run resumes from when the Redis key is lost (created when missing); empty: Redis only." rule:"a valid topic name, not a Kafka-internal one, or empty; not kafka.dead-letter-topic"`
 	// MirrorInterval is how often the periodic checkpoint writes are also
 	// copied to MirrorTopic (every other write is copied at once: the
 	// first start, the final write at shutdown, checkpoint set/reset).
-	MirrorInterval time.Duration `yaml:"mirror-interval" env:"MIRROR_INTERVAL"`
+	MirrorInterval time.Duration `yaml:"mirror-interval" env:"MIRROR_INTERVAL" doc:"How often the periodic checkpoint writes are also copied to mirror-topic (other writes are copied at once)." rule:"at least checkpoint.interval (with a mirror-topic)"`
 }
 
 // DefaultMirrorTopic is the default checkpoint.mirror-topic, shared by
@@ -300,13 +300,38 @@ func EvictionRisk(policy string, maxmemory int64, ttl time.Duration) string {
 	return fmt.Sprintf("maxmemory-policy %s may evict the checkpoint key when Redis reaches maxmemory (%d bytes): a publisher started then starts without its checkpoint; set maxmemory-policy noeviction (or a volatile-* policy, which spares keys without a TTL)", policy, maxmemory)
 }
 
-// Delete removes the key; it reports whether the key existed.
-func (s *Store) Delete(ctx context.Context) (bool, error) {
-	n, err := s.rdb.Del(ctx, s.key).Result()
+// Delete removes the key in one atomic step with the lease check
+// (deleteScript): with o.Fence, only while that fence is the source's
+// lease (else a *FencedError); without one, only while no instance holds
+// the lease (else a *HeldError), unless o.Force. It reports whether the
+// key existed.
+func (s *Store) Delete(ctx context.Context, o WriteOptions) (bool, error) {
+	holder, mode := "", "free"
+	if o.Fence != nil {
+		holder, mode = o.Fence.Holder(), "fence"
+	}
+	if o.Force {
+		mode = "force"
+	}
+	res, err := deleteScript.Run(ctx, s.rdb, []string{s.key, LeaseKey(s.key)}, mode, holder).StringSlice()
 	if err != nil {
 		return false, fmt.Errorf("checkpoint: DEL %s on %s: %w", s.key, s.cfg.Where(), s.explain(ctx, err))
 	}
-	return n > 0, nil
+	switch res[0] {
+	case "deleted":
+		return true, nil
+	case "none":
+		return false, nil
+	case "held":
+		return false, &HeldError{Key: s.key, Holder: res[1]}
+	case "fenced":
+		e := &FencedError{Key: s.key, Holder: res[1]}
+		if o.Fence != nil {
+			e.Token, e.Owner = o.Fence.Token, o.Fence.Owner
+		}
+		return false, e
+	}
+	return false, fmt.Errorf("checkpoint: DEL %s on %s: unexpected script reply %q", s.key, s.cfg.Where(), res)
 }
 
 // Persistent reports whether the Redis server persists data (AOF on, or

@@ -19,6 +19,11 @@ type Backend interface {
 	// Save stores c as the checkpoint, checked as o says (see
 	// Store.Save: ErrFenced, ErrBackwards, ErrVanished).
 	Save(ctx context.Context, c Checkpoint, o WriteOptions) error
+	// Delete removes the checkpoint, checked as o says (see
+	// Store.Delete: a *HeldError while an instance holds the lease,
+	// unless o.Force or o.Fence is that lease); it reports whether the
+	// key existed.
+	Delete(ctx context.Context, o WriteOptions) (bool, error)
 	// Key names the checkpoint for messages (the Redis key).
 	Key() string
 }
@@ -44,10 +49,13 @@ type Source struct {
 }
 
 // Writer is the one place that builds checkpoint values: every checkpoint
-// write of every flow (the Committer's, the first start's, the archive
-// hand-over, a purged-binlog skip, the end of a backfill, checkpoint set)
-// goes through Write, which stamps the source server and the partition
-// counts of the target topics on the position. Safe for concurrent use.
+// write of every flow goes through it, stamping the source server and the
+// partition counts of the target topics on the position: the Committer's
+// periodic and final writes, and the intents of the start-up phases and
+// the operator commands (the first start, a mirror resume, an accepted
+// partition change, the archive hand-over, a purged-binlog skip, the end
+// of a backfill, checkpoint set and reset), which only Apply applies.
+// Safe for concurrent use.
 type Writer struct {
 	b   Backend
 	src Source
@@ -142,28 +150,27 @@ func (w *Writer) SetExisted(existed bool) {
 // MirrorFailures returns how many copies to the mirror failed.
 func (w *Writer) MirrorFailures() uint64 { return w.failures.Load() }
 
-// Write stores p as the checkpoint, and its copy in the mirror:
-// everything before p was acknowledged (or deliberately skipped,
-// source.on-purged). Errors are the Backend's: *FencedError and
-// *BackwardsError (not written; fatal for this writer), *VanishedError
-// (written again, but the key had been lost), or a Redis error.
-func (w *Writer) Write(ctx context.Context, p binlog.Position) error {
-	return w.write(ctx, p, true)
-}
-
-// periodic is Write for the Committer's periodic writes: Redis only; the
+// periodic is the Committer's periodic write: Redis only; the
 // Committer's copier copies the newest value stored (copyLatest).
 func (w *Writer) periodic(ctx context.Context, p binlog.Position) error {
-	return w.write(ctx, p, false)
+	return w.writeAs(ctx, p, nil, false)
 }
 
-// write stores p, then, with copyNow and a mirror, copies it there. A
-// failed copy is reported (mirrorFailed), not returned.
-func (w *Writer) write(ctx context.Context, p binlog.Position, copyNow bool) error {
+// writeAs stores p as the checkpoint (stamped with src, nil: the
+// Writer's server), then, with copyNow and a mirror, copies it there:
+// everything before p was acknowledged (or deliberately skipped,
+// source.on-purged). A failed copy is reported (mirrorFailed), not
+// returned. Errors are the Backend's: *FencedError and *BackwardsError
+// (not written; fatal for this writer), *VanishedError (written again,
+// but the key had been lost), or a Redis error.
+func (w *Writer) writeAs(ctx context.Context, p binlog.Position, src *Source, copyNow bool) error {
 	w.mu.Lock()
 	o := WriteOptions{Force: w.force, Existed: w.existed, Fence: w.fence}
 	w.mu.Unlock()
 	v := w.value(p)
+	if src != nil {
+		v.ServerID, v.ServerUUID, v.Flavor = src.ServerID, src.ServerUUID, src.Flavor
+	}
 	err := w.b.Save(ctx, v, o)
 	if err != nil && !errors.Is(err, ErrVanished) {
 		return err
@@ -181,6 +188,31 @@ func (w *Writer) write(ctx context.Context, p binlog.Position, copyNow bool) err
 		}
 	}
 	return err
+}
+
+// remove deletes the key (Backend.Delete, under the Writer's fence and
+// force), then writes a tombstone for its mirror copy; it reports whether
+// the key existed. A failed tombstone is returned: the next run would
+// resume from the copy.
+func (w *Writer) remove(ctx context.Context) (bool, error) {
+	w.mu.Lock()
+	o := WriteOptions{Force: w.force, Fence: w.fence}
+	w.mu.Unlock()
+	existed, err := w.b.Delete(ctx, o)
+	if err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	w.last, w.existed = nil, false
+	w.mu.Unlock()
+	if w.mirror != nil {
+		w.copyMu.Lock()
+		defer w.copyMu.Unlock()
+		if err := w.mirror.Delete(ctx, w.b.Key()); err != nil {
+			return existed, fmt.Errorf("%w: key %s: %w", ErrTombstone, w.b.Key(), err)
+		}
+	}
+	return existed, nil
 }
 
 // copyLatest copies the value last stored to the mirror unless it was

@@ -157,3 +157,53 @@ func TestComposeSecure(t *testing.T) {
 		t.Errorf("mysql does not require TLS: %s", mysqlCmd)
 	}
 }
+
+// TestComposeConfigFile: each Compose file's daemon loads the
+// configuration file it mounts together with its environment, as it
+// starts: a key of the file that its environment's variable excludes
+// (source.password beside CDC_OUTBOX_SOURCE_PASSWORD_FILE) would stop
+// it with exit 2.
+func TestComposeConfigFile(t *testing.T) {
+	for _, name := range []string{"docker-compose.yml", "docker-compose.secure.yml"} {
+		t.Run(name, func(t *testing.T) {
+			c := readCompose(t, name)
+			svc := c.Services["cdc-outbox"]
+			file := ""
+			for _, v := range svc.Volumes {
+				s, _ := v.(string)
+				if host, target, ok := strings.Cut(strings.TrimSuffix(s, ":ro"), ":"); ok && target == "/etc/cdc-outbox/config.yaml" {
+					file = host
+				}
+			}
+			if file == "" || !strings.Contains(commandText(svc.Command), "/etc/cdc-outbox/config.yaml") {
+				t.Fatalf("the cdc-outbox service runs %q and mounts no file at /etc/cdc-outbox/config.yaml (volumes %v)", commandText(svc.Command), svc.Volumes)
+			}
+			// The secrets and certificates the service mounts, as files
+			// here (Validate reads them).
+			dir := t.TempDir()
+			if err := testcerts.Generate(dir); err != nil {
+				t.Fatal(err)
+			}
+			clearEnv(t)
+			for k, v := range svc.Environment {
+				switch {
+				case strings.HasPrefix(v, "/run/secrets/"):
+					v = dir + "/secret-" + path.Base(v)
+					if err := os.WriteFile(v, []byte("secret\n"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				case strings.HasPrefix(v, "/certs/"):
+					v = dir + "/" + path.Base(v)
+				}
+				t.Setenv(k, v)
+			}
+			cfg, err := Load(path.Join("..", file))
+			if err != nil {
+				t.Fatalf("%s with the service's environment: %v", file, err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("%s with the service's environment: %v", file, err)
+			}
+		})
+	}
+}

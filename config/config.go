@@ -33,42 +33,42 @@ const EnvPrefix = "CDC_OUTBOX_"
 
 // Config is the whole configuration file (see config.example.yaml).
 type Config struct {
-	Source     binlog.Config     `yaml:"source" envPrefix:"SOURCE_"`
-	Router     router.Config     `yaml:"router" envPrefix:"ROUTER_"`
-	Kafka      sink.Config       `yaml:"kafka" envPrefix:"KAFKA_"`
-	Checkpoint checkpoint.Config `yaml:"checkpoint" envPrefix:"CHECKPOINT_"`
-	Log        logging.Config    `yaml:"log" envPrefix:"LOG_"`
+	Source     binlog.Config     `yaml:"source" envPrefix:"SOURCE_" doc:"The MySQL or MariaDB server and the outbox table(s) read from its binlog."`
+	Router     router.Config     `yaml:"router" envPrefix:"ROUTER_" doc:"Where records go."`
+	Kafka      sink.Config       `yaml:"kafka" envPrefix:"KAFKA_" doc:"The Kafka producer."`
+	Checkpoint checkpoint.Config `yaml:"checkpoint" envPrefix:"CHECKPOINT_" doc:"The checkpoint in Redis."`
+	Log        logging.Config    `yaml:"log" envPrefix:"LOG_" doc:"The logs."`
 	// HA: the leases that make one instance publish each source (docs/ha.md).
-	HA lease.Config `yaml:"ha" envPrefix:"HA_"`
+	HA lease.Config `yaml:"ha" envPrefix:"HA_" doc:"The leases that make one instance publish each source (docs/ha.md); the rules below apply with ha.enabled true."`
 	// Audit: the continuous delivery audit (package audit,
 	// docs/verify-and-audit.md); off by default.
-	Audit audit.Config `yaml:"audit" envPrefix:"AUDIT_"`
+	Audit audit.Config `yaml:"audit" envPrefix:"AUDIT_" doc:"The continuous delivery audit behind the checkpoint (docs/verify-and-audit.md); off by default." rule:"enabled not with ha.enabled (run the audit command instead)"`
 	// Sources: several sources in one process (see SourceConfig); empty:
 	// the top-level sections are the one source.
-	Sources []SourceConfig `yaml:"sources"`
+	Sources []SourceConfig `yaml:"sources" doc:"Several sources in one process, each its own pipeline, lease and checkpoint; empty: the top-level sections are the one source (docs/ha.md)." rule:"names unique; checkpoint keys unique; server-id ranges on one server apart"`
 	// ShutdownTimeout bounds the flush after SIGINT/SIGTERM.
-	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" env:"SHUTDOWN_TIMEOUT"`
+	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" env:"SHUTDOWN_TIMEOUT" doc:"Bound on the flush after SIGINT or SIGTERM." rule:"> 0"`
 	// RetryBackoffMax caps the wait between pipeline restarts after a
 	// retryable error (broker, database or network down).
-	RetryBackoffMax time.Duration `yaml:"retry-backoff-max" env:"RETRY_BACKOFF_MAX"`
+	RetryBackoffMax time.Duration `yaml:"retry-backoff-max" env:"RETRY_BACKOFF_MAX" doc:"Cap of the wait between pipeline restarts after a retryable error (broker, database or network down)." rule:"at least 1s"`
 	// MetricsAddr is where run serves /metrics, /healthz, /readyz and
 	// /status (default 127.0.0.1:9108, loopback only; "" serves nothing),
 	// host:port.
-	MetricsAddr string `yaml:"metrics-addr" env:"METRICS_ADDR"`
+	MetricsAddr string `yaml:"metrics-addr" env:"METRICS_ADDR" doc:"Where run serves /metrics, /healthz, /readyz and /status (loopback by default; :9108 for every interface); empty: nowhere." rule:"host:port or empty"`
 	// AdaptiveProcs: run's Go scheduler uses one processor while the
 	// process uses less than a third of a core and every CPU as soon as
 	// it uses half of one (package procs: the thread wake-ups between
 	// goroutines were most of the CPU of a trickle of small
 	// transactions). Default true; ignored when GOMAXPROCS is set in the
 	// environment.
-	AdaptiveProcs bool `yaml:"adaptive-procs" env:"ADAPTIVE_PROCS"`
+	AdaptiveProcs bool `yaml:"adaptive-procs" env:"ADAPTIVE_PROCS" doc:"run's Go scheduler uses one processor while the process uses less than a third of a core, every CPU from half a core on; ignored when GOMAXPROCS is set." rule:"-"`
 	// GCHeadroom: run gives the Go garbage collector this many bytes of
 	// headroom above the live heap (package gcpace: a ballast the
 	// collector counts as live and nothing touches; a small heap was
 	// collected several times a second; 7–13 % less CPU for a trickle). Default 16777216 (16 MiB); 0 for none; at most
 	// 1073741824 (1 GiB). Ignored when GOGC or GOMEMLIMIT is set in the
 	// environment.
-	GCHeadroom int64 `yaml:"gc-headroom" env:"GC_HEADROOM"`
+	GCHeadroom int64 `yaml:"gc-headroom" env:"GC_HEADROOM" doc:"Bytes of headroom run gives the Go garbage collector above the live heap (a ballast, not resident); 0: none; ignored when GOGC or GOMEMLIMIT is set." rule:"0 to 1073741824 (1 GiB)"`
 
 	// tableBeside: the source sections ("source", "sources[1].source")
 	// that give source.table beside source.tables (found by Load).
@@ -191,7 +191,57 @@ func applyEnv(cfg *Config, environ []string) error {
 	if len(set) == 0 {
 		return nil
 	}
-	return env.ParseWithOptions(cfg, env.Options{Prefix: EnvPrefix, Environment: set})
+	if err := env.ParseWithOptions(cfg, env.Options{Prefix: EnvPrefix, Environment: set}); err != nil {
+		return err
+	}
+	replaceSecretForms(cfg, set)
+	return nil
+}
+
+// replaceSecretForms makes a variable that gives a secret in one form
+// replace the file's value of the other form: CDC_OUTBOX_SOURCE_PASSWORD_FILE
+// clears a source.password written in the file (and
+// CDC_OUTBOX_SOURCE_PASSWORD a source.password-file), as a variable
+// replaces any other value of the file; without it Validate would refuse
+// the pair ("set either ... not both"). Both variables set are still
+// refused. The pairs are the keys tagged secret (package confref).
+func replaceSecretForms(cfg *Config, set map[string]string) {
+	secs, _ := ReferenceSections() // a key without its doc tag does not matter here
+	envOf := map[string]string{}
+	for _, s := range secs {
+		for _, k := range s.Keys {
+			envOf[k.Path] = k.Env
+		}
+	}
+	for _, s := range secs {
+		for _, k := range s.Keys {
+			_, inline := set[k.Env]
+			_, file := set[envOf[k.File]]
+			switch {
+			case k.File == "" || k.Env == "" || envOf[k.File] == "":
+			case file && !inline:
+				clearKey(reflect.ValueOf(cfg).Elem(), k.Path)
+			case inline && !file:
+				clearKey(reflect.ValueOf(cfg).Elem(), k.File)
+			}
+		}
+	}
+}
+
+// clearKey sets the field of struct v at key path ("source.password") to
+// its zero value.
+func clearKey(v reflect.Value, path string) {
+	name, rest, _ := strings.Cut(path, ".")
+	for i := 0; i < v.NumField(); i++ {
+		if key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ","); key == name {
+			if rest == "" {
+				v.Field(i).SetZero()
+			} else {
+				clearKey(v.Field(i), rest)
+			}
+			return
+		}
+	}
 }
 
 // envCause strips the library's wrapping down to the parse failure.
@@ -225,7 +275,7 @@ func suggest(k string, names []string) string {
 		}
 	}
 	if best == "" {
-		return " (see the README's configuration table: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, or CDC_OUTBOX_<KEY> for shutdown-timeout, retry-backoff-max, metrics-addr)"
+		return " (every variable is in docs/configuration.md, or cdc-outbox config reference: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, HA, or CDC_OUTBOX_<KEY> for the top-level keys)"
 	}
 	return "; did you mean " + best + "?"
 }

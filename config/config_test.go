@@ -455,7 +455,7 @@ func TestApplyEnvErrors(t *testing.T) {
 		"CDC_OUTBOX_KAFKA_BATCH_SIZ: no such setting; did you mean CDC_OUTBOX_KAFKA_BATCH_SIZE?",
 		`CDC_OUTBOX_KAFKA_BATCH_SIZE="lots": want an integer`,
 		`CDC_OUTBOX_SOURCE_READ_TIMEOUT="5": want a duration with a unit`,
-		"CDC_OUTBOX_NOTHING_LIKE_IT: no such setting (see the README",
+		"CDC_OUTBOX_NOTHING_LIKE_IT: no such setting (every variable is in docs/configuration.md",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)

@@ -43,11 +43,11 @@ import (
 type SourceConfig struct {
 	// Name labels the source in logs and metrics: letters, digits, '_'
 	// and '-', unique.
-	Name       string            `yaml:"name"`
-	Source     binlog.Config     `yaml:"source"`
-	Router     router.Config     `yaml:"router"`
-	Kafka      sink.Config       `yaml:"kafka"`
-	Checkpoint checkpoint.Config `yaml:"checkpoint"`
+	Name       string            `yaml:"name" doc:"The source's name in logs, metrics and --source." rule:"required, unique; letters, digits, _ and -, at most 64"`
+	Source     binlog.Config     `yaml:"source" doc:"This source's database and table(s); keys not given: the top-level source section's."`
+	Router     router.Config     `yaml:"router" doc:"This source's routing; keys not given: the top-level router section's."`
+	Kafka      sink.Config       `yaml:"kafka" doc:"This source's producer; keys not given: the top-level kafka section's."`
+	Checkpoint checkpoint.Config `yaml:"checkpoint" doc:"This source's checkpoint (a key of its own); keys not given: the top-level checkpoint section's."`
 
 	node *yaml.Node // the entry as written, resolved over the top level by Load
 }

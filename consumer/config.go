@@ -10,10 +10,27 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// TLS is the TLS of the connections to the brokers, as the publisher's
-// kafka.tls section (Enabled, CAFile, CertFile and KeyFile for mutual TLS,
-// ServerName, InsecureSkipVerify for tests only).
-type TLS = secure.TLS
+// TLS is the TLS of the connections to the brokers, the publisher's
+// kafka.tls section (same fields and YAML keys; converted to the
+// publisher's type, so that the two cannot drift apart).
+type TLS struct {
+	// Enabled turns TLS on (a SSL or SASL_SSL listener); the other fields
+	// need it.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of the CAs that sign the brokers' certificates;
+	// empty: the system's trusted CAs.
+	CAFile string `yaml:"ca-file"`
+	// CertFile and KeyFile are the client certificate and key (PEM) for
+	// brokers that require mutual TLS (ssl.client.auth=required).
+	CertFile string `yaml:"cert-file"`
+	KeyFile  string `yaml:"key-file"`
+	// ServerName is the name the brokers' certificates must carry when it
+	// is not the host of the address (an IP address, a load balancer).
+	ServerName string `yaml:"server-name"`
+	// InsecureSkipVerify accepts any certificate: encryption without
+	// authentication, for tests only (New logs a warning).
+	InsecureSkipVerify bool `yaml:"insecure-skip-verify"`
+}
 
 // SASL is the SASL login on the brokers, as the publisher's kafka.sasl
 // section: PLAIN, SCRAM-SHA-256/512 (KIP-84), OAUTHBEARER (KIP-255, a
@@ -54,17 +71,26 @@ type Config struct {
 	// Topics to read: the publisher's router.topic, or each topic its
 	// {event_type} template produces.
 	Topics []string `yaml:"topics"`
+	// Layout says which headers (or the key) give each record's event id,
+	// ordering key and sequence number: the publisher's mapping preset (im
+	// by default, debezium, generic) or explicit headers; LayoutOf turns
+	// the publisher's source.mapping into one.
+	Layout Layout `yaml:"layout"`
 	// Group is the Kafka consumer group id; offsets are committed under it.
 	Group string `yaml:"group"`
-	// Isolation is read_uncommitted (default) or read_committed; use
-	// read_committed with a publisher in exactly-once (transactional) mode.
+	// Isolation is read_uncommitted (default) or read_committed
+	// (isolation.level, KIP-98); use read_committed with a publisher in
+	// exactly-once (transactional) mode: nothing past the last stable
+	// offset is read and records of aborted transactions are never
+	// handled. Transaction markers are skipped at both levels.
 	Isolation string `yaml:"isolation"`
 	// Start is where a partition without a committed offset starts:
 	// earliest (default) or latest.
 	Start string `yaml:"start"`
 	// CommitInterval is how often handled offsets are committed (default 1 s).
 	CommitInterval time.Duration `yaml:"commit-interval"`
-	// QueueCapacity is the most records prefetched per partition (default 100).
+	// QueueCapacity is the most records prefetched per partition (default
+	// 100), beside the Fetch answer being queued (at most MaxBytes).
 	QueueCapacity int `yaml:"queue-capacity"`
 	// MaxBytes is the most bytes one fetch returns per partition (default 1 MiB).
 	MaxBytes int `yaml:"max-bytes"`
@@ -125,6 +151,7 @@ func (c Config) WithDefaults() Config {
 	if c.Start == "" {
 		c.Start = d.Start
 	}
+	c.Layout = c.Layout.WithDefaults()
 	setD(&c.CommitInterval, d.CommitInterval)
 	set(&c.QueueCapacity, d.QueueCapacity)
 	set(&c.MaxBytes, d.MaxBytes)
@@ -159,6 +186,7 @@ func (c *Config) Validate() error {
 	if c.Group == "" {
 		bad("group", "required: a consumer group id")
 	}
+	c.Layout.validate(bad)
 	if c.Isolation != ReadUncommitted && c.Isolation != ReadCommitted {
 		bad("isolation", "%q: want %s or %s", c.Isolation, ReadUncommitted, ReadCommitted)
 	}
@@ -186,7 +214,7 @@ func (c *Config) Validate() error {
 	posD("rebalance-timeout", c.RebalanceTimeout)
 	posD("heartbeat-interval", c.HeartbeatInterval)
 	posD("dial-timeout", c.DialTimeout)
-	if err := sink.ValidateSecurity(c.TLS, c.SASL); err != nil {
+	if err := sink.ValidateSecurity(secure.TLS(c.TLS), c.SASL); err != nil {
 		errs = append(errs, fmt.Errorf("consumer.tls / consumer.sasl (the publisher's kafka.tls and kafka.sasl): %w", err))
 	}
 	if c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {

@@ -3,11 +3,11 @@ package consumer
 import (
 	"context"
 	"errors"
-	"io"
 	"sync"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
+	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
@@ -52,7 +52,8 @@ type Consumer struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
-	dialer  *kafka.Dialer // Config's TLS and SASL, every connection
+	dialer  *kafka.Dialer // Config's TLS and SASL, the group's connections
+	kcfg    sink.Config   // Config's brokers, TLS and SASL, the partition readers'
 
 	// parts outlive generations so that a partition assigned again at the
 	// offset this process reached keeps its sequence state. Only Run's
@@ -83,12 +84,13 @@ func New(cfg Config, h Handler, opts Options) (*Consumer, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	sec := sink.NewSecurity(sink.Config{TLS: cfg.TLS, SASL: cfg.SASL, DialTimeout: cfg.DialTimeout})
+	kcfg := sink.Config{Brokers: cfg.Brokers, TLS: secure.TLS(cfg.TLS), SASL: cfg.SASL, DialTimeout: cfg.DialTimeout}
+	sec := sink.NewSecurity(kcfg)
 	if sec.Insecure() {
 		log.Warn("consumer.tls.insecure-skip-verify is on: the brokers' certificates are not checked (for tests only)")
 	}
 	return &Consumer{cfg: cfg, handler: h, opts: opts, log: log.Named("consumer"), metrics: m,
-		dialer: sec.Dialer(cfg.DialTimeout), parts: make(map[topicPartition]*partition)}, nil
+		dialer: sec.Dialer(cfg.DialTimeout), kcfg: kcfg, parts: make(map[topicPartition]*partition)}, nil
 }
 
 // Run joins the group and handles records until ctx ends (then it commits
@@ -116,7 +118,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer cg.Close()
 	c.log.Info("joining group", zap.String("group", c.cfg.Group), zap.Strings("topics", c.cfg.Topics),
-		zap.String("isolation", c.cfg.Isolation))
+		zap.String("isolation", c.cfg.Isolation), zap.Stringer("layout", c.cfg.Layout))
+	if !c.cfg.Layout.HasSeqNo() {
+		c.log.Info("the layout has no sequence number: records are handled in offset order only (the publisher's order per key), gap detection is off",
+			zap.String("preset", c.cfg.Layout.Preset))
+	}
 	for {
 		gen, err := cg.Next(ctx)
 		switch {
@@ -249,62 +255,145 @@ func (c *Consumer) generation(ctx context.Context, gen *kafka.Generation) error 
 
 var errGenerationEnded = errors.New("generation ended")
 
+// fetched is one item of a partition's prefetch queue: a record (rec),
+// or the offset every record before which was read (next: the records the
+// reader left out, transaction markers and aborted ones, are done too).
+type fetched struct {
+	m    kafka.Message
+	rec  bool
+	next int64
+}
+
 // run reads the partition from its assigned offset and processes each
-// record in order until ctx ends or a record fails.
+// record in order until ctx ends or a record fails: fetch (a goroutine of
+// run's group) fills a queue of Config.QueueCapacity records, which this
+// goroutine processes.
 func (p *partition) run(ctx context.Context) error {
 	c := p.c
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:        c.cfg.Brokers,
-		Topic:          p.topic,
-		Partition:      p.id,
-		MinBytes:       1,
-		MaxBytes:       c.cfg.MaxBytes,
-		MaxWait:        c.cfg.MaxWait,
-		QueueCapacity:  c.cfg.QueueCapacity,
-		IsolationLevel: c.cfg.isolation(),
-		Dialer:         c.dialer,
-		ErrorLogger:    kafka.LoggerFunc(p.log.Sugar().Debugf),
-	})
+	r := sink.NewPartitionReader(c.kcfg, p.topic, p.id, c.cfg.Isolation == ReadCommitted)
 	defer r.Close()
-	if err := r.SetOffset(p.startAt); err != nil {
-		return err
-	}
-	warn := logging.NewLimiter(10*time.Second, 3)
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
+	queue := make(chan fetched, c.cfg.QueueCapacity)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.fetch(gctx, r, queue) })
+	g.Go(func() error {
+		for {
+			var f fetched
+			select {
+			case <-gctx.Done():
 				return nil
+			case f = <-queue:
 			}
-			if fetchFatal(err) {
+			if !f.rec {
+				if f.next > p.done.Load() {
+					p.done.Store(f.next)
+				}
+				continue
+			}
+			if err := p.process(gctx, f.m); err != nil {
+				var se *StoreError
+				if gctx.Err() != nil && !(errors.As(err, &se) && se.Op == "mark") {
+					return nil // revoked or stopping: the record comes back
+				}
 				return err
 			}
-			// A broker down, a leader moving, a storage error: kafka-go's
-			// reader tries again with backoff, and so does this loop.
-			if ok, suppressed := warn.Allow(time.Now()); ok {
-				p.log.Warn("reading the partition failed; retrying", zap.Error(err), zap.Int("suppressed", suppressed))
-			}
-			continue
 		}
-		if err := p.process(ctx, m); err != nil {
-			var se *StoreError
-			if ctx.Err() != nil && !(errors.As(err, &se) && se.Op == "mark") {
-				return nil // revoked or stopping: the record comes back
+	})
+	return g.Wait()
+}
+
+// fetch reads the partition from p.startAt (kafka.FirstOffset or
+// LastOffset: the partition's start, or its end, the last stable offset
+// under read_committed) into queue until ctx ends or an error no retry
+// fixes (fetchFatal). Passing errors are logged (at most 3 warnings per
+// 10 s) and tried again after a backoff from 100 ms doubling to 2 s. An
+// offset below the partition's log start (records deleted by retention
+// before they were handled) moves to the log start with an error log.
+func (p *partition) fetch(ctx context.Context, r *sink.PartitionReader, queue chan<- fetched) error {
+	c := p.c
+	warn := logging.NewLimiter(10*time.Second, 3)
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 2 * time.Second
+	backoff := minBackoff
+	offset := p.startAt
+	for ctx.Err() == nil {
+		var err error
+		if offset < 0 {
+			var first, end int64
+			if first, end, err = r.Offsets(ctx); err == nil {
+				if offset == kafka.LastOffset {
+					offset = end
+				} else {
+					offset = first
+				}
+				p.log.Debug("starting", zap.Int64("offset", offset))
+				continue
 			}
+		} else {
+			var f sink.Fetched
+			if f, err = r.Fetch(ctx, offset, c.cfg.MaxBytes, c.cfg.MaxWait); err == nil {
+				backoff = minBackoff
+				for _, m := range f.Records {
+					select {
+					case queue <- fetched{m: m, rec: true, next: m.Offset + 1}:
+					case <-ctx.Done():
+						return nil
+					}
+				}
+				if f.Next > offset {
+					if n := len(f.Records); n == 0 || f.Records[n-1].Offset+1 < f.Next {
+						select {
+						case queue <- fetched{next: f.Next}:
+						case <-ctx.Done():
+							return nil
+						}
+					}
+					offset = f.Next
+				}
+				continue
+			}
+			if errors.Is(err, kafka.OffsetOutOfRange) {
+				if first, _, oerr := r.Offsets(ctx); oerr == nil && offset < first {
+					p.log.Error("the committed offset is below the partition's first offset: records deleted by retention before they were handled",
+						zap.Int64("offset", offset), zap.Int64("first", first), zap.Int64("lost", first-offset))
+					offset = first
+					continue
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fetchFatal(err) {
 			return err
 		}
+		// A broker down, a leader moving, a storage error, an offset past
+		// the end (a truncated log): try again.
+		if ok, suppressed := warn.Allow(time.Now()); ok {
+			p.log.Warn("reading the partition failed; retrying", zap.Int64("offset", offset), zap.Error(err), zap.Int("suppressed", suppressed))
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
 	}
+	return nil
 }
 
 // fetchFatal reports whether an error of the partition reader ends Run:
-// a certificate or login refused (*sink.SecurityError), a Kafka error
+// a certificate or login refused (*sink.SecurityError), or a Kafka error
 // that is not temporary (kafka.Error.Temporary: authorization failed, an
-// unknown codec...), or the reader closed. Others (a broker unreachable
-// after the reader's attempts, a temporary Kafka error such as
-// KAFKA_STORAGE_ERROR) pass: the reader keeps trying.
+// unknown codec...). Others (a broker unreachable, a temporary Kafka error
+// such as KAFKA_STORAGE_ERROR or NOT_LEADER_OR_FOLLOWER) pass: the reader
+// tries again.
 func fetchFatal(err error) bool {
-	if errors.Is(err, sink.ErrSecurity) || errors.Is(err, io.EOF) {
+	if errors.Is(err, sink.ErrSecurity) {
 		return true
+	}
+	if errors.Is(err, kafka.OffsetOutOfRange) {
+		return false // past the end: the log was truncated, or is catching up
 	}
 	if ke, ok := errors.AsType[kafka.Error](err); ok {
 		return !ke.Temporary()

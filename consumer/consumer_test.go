@@ -12,6 +12,9 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/consumer"
 	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,6 +45,12 @@ func collect(t *testing.T, cfg consumer.Config, h func(r *consumer.Record), done
 	if err != nil {
 		t.Fatal(err)
 	}
+	run(t, c, done)
+}
+
+// run runs c until done holds (at most 30 s), then stops it.
+func run(t *testing.T, c *consumer.Consumer, done func() bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var g errgroup.Group
@@ -58,16 +67,16 @@ func collect(t *testing.T, cfg consumer.Config, h func(r *consumer.Record), done
 	}
 }
 
-// A transactional publisher (exactly-once mode) whose transaction was
-// aborted and sent again, as cdc-outbox does after a failed round: the same
-// event ids in a new transaction. kafka-go returns the records of aborted
-// transactions even under read_committed (segmentio/kafka-go#1332: it reads
-// up to the last stable offset but does not filter aborted batches), so the
-// handler gets the aborted copy and the committed copy is a duplicate: each
-// event once, in order, no gap, in either isolation level. An aborted
-// record whose event is never sent again would reach the handler: the
-// documented limit.
-func TestIsolationAbortedTransactionResent(t *testing.T) {
+// A transactional publisher (exactly-once mode) with aborted transactions:
+// one sent again with the same event ids (as cdc-outbox does after a failed
+// round) and one aborted for good. Under read_committed the handler never
+// gets a record of an aborted transaction (KIP-98: the fetch answer's
+// aborted-transactions list; kafka-go's own Reader passes them on,
+// segmentio/kafka-go#1332), so each event once without any duplicate to
+// skip; under read_uncommitted the aborted copies come first (the resent
+// ones are duplicates). Never, in either level, does a transaction marker
+// (COMMIT/ABORT control record) reach OnInvalid.
+func TestIsolationAbortedTransactions(t *testing.T) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "im.events"))
 	if err != nil {
 		t.Fatal(err)
@@ -94,29 +103,75 @@ func TestIsolationAbortedTransactionResent(t *testing.T) {
 	txn(true, kgoRecord(0, 7, 1, 101), kgoRecord(0, 7, 2, 102))
 	txn(false, kgoRecord(0, 7, 3, 103), kgoRecord(0, 7, 4, 104)) // aborted round
 	txn(true, kgoRecord(0, 7, 3, 103), kgoRecord(0, 7, 4, 104))  // sent again
+	txn(false, kgoRecord(0, 8, 1, 901))                          // aborted for good
 	txn(true, kgoRecord(0, 7, 5, 105))
 
-	for _, isolation := range []string{consumer.ReadCommitted, consumer.ReadUncommitted} {
-		t.Run(isolation, func(t *testing.T) {
+	for _, tc := range []struct {
+		isolation string
+		want      []string
+		dups      int
+	}{
+		{consumer.ReadCommitted, []string{"101", "102", "103", "104", "105"}, 0},
+		{consumer.ReadUncommitted, []string{"101", "102", "103", "104", "901", "105"}, 2},
+	} {
+		t.Run(tc.isolation, func(t *testing.T) {
 			var mu sync.Mutex
-			var ids []uint64
-			var late int
-			collect(t, consumer.Config{Brokers: cluster.ListenAddrs(), Topics: []string{"im.events"}, Group: "g-" + isolation,
-				Isolation: isolation, MaxWait: 50 * time.Millisecond},
-				func(r *consumer.Record) {
+			var ids []string
+			var late, invalid int
+			reg := prometheus.NewRegistry()
+			c, err := consumer.New(consumer.Config{Brokers: cluster.ListenAddrs(), Topics: []string{"im.events"}, Group: "g-" + tc.isolation,
+				Isolation: tc.isolation, MaxWait: 50 * time.Millisecond},
+				consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
 					mu.Lock()
 					defer mu.Unlock()
 					ids = append(ids, r.EventID)
 					if r.Late {
 						late++
 					}
-				},
-				func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(ids, 105) })
-			if want := []uint64{101, 102, 103, 104, 105}; !slices.Equal(ids, want) || late != 0 {
-				t.Fatalf("handled %v (%d late), want %v", ids, late, want)
+					return nil
+				}), consumer.Options{Metrics: consumer.NewMetrics(reg),
+					OnInvalid: func(_ context.Context, m kafka.Message, err error) error {
+						mu.Lock()
+						defer mu.Unlock()
+						invalid++
+						t.Errorf("OnInvalid got offset %d (key %x): %v", m.Offset, m.Key, err)
+						return nil
+					}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(t, c, func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(ids, "105") })
+			if !slices.Equal(ids, tc.want) || late != 0 || invalid != 0 {
+				t.Fatalf("handled %v (%d late, %d invalid), want %v", ids, late, invalid, tc.want)
+			}
+			if got := testutil.ToFloat64(metric(t, reg, "duplicate")); int(got) != tc.dups {
+				t.Fatalf("%v duplicates skipped, want %d", got, tc.dups)
 			}
 		})
 	}
+}
+
+// metric returns cdc_consumer_records_total{result} of reg's only topic.
+func metric(t *testing.T, reg *prometheus.Registry, result string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "sum"})
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() != "cdc_consumer_records_total" {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					c.Add(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return c
 }
 
 // Back-pressure: a handler stuck on one partition stalls that partition
@@ -294,4 +349,45 @@ func TestTemporaryFetchErrorPasses(t *testing.T) {
 			t.Fatalf("record %d has seq_no %d (%v)", i, s, seqs)
 		}
 	}
+}
+
+// debeziumTopic returns the brokers of an in-process Kafka (kfake) whose
+// topic outbox.event.order holds records as Debezium's outbox event router
+// (and cdc-outbox's debezium preset) writes them: key aggregateid, headers
+// id and type; written by a transactional producer, the second
+// transaction aborted (Example_debezium). stop closes it.
+func debeziumTopic() (brokers []string, stop func()) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "outbox.event.order"))
+	if err != nil {
+		panic(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.TransactionalID("debezium-example"),
+		kgo.DefaultProduceTopic("outbox.event.order"))
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	rec := func(id, typ string) *kgo.Record {
+		return &kgo.Record{Key: []byte("order-17"), Value: []byte(`{}`),
+			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}, {Key: "type", Value: []byte(typ)}}}
+	}
+	for _, txn := range []struct {
+		commit bool
+		recs   []*kgo.Record
+	}{
+		{true, []*kgo.Record{rec("4d1c0b8e-0001", "OrderCreated")}},
+		{false, []*kgo.Record{rec("4d1c0b8e-0002", "OrderCancelled")}},
+		{true, []*kgo.Record{rec("4d1c0b8e-0003", "OrderPaid"), rec("4d1c0b8e-0004", "OrderShipped")}},
+	} {
+		if err := cl.BeginTransaction(); err != nil {
+			panic(err)
+		}
+		if err := cl.ProduceSync(context.Background(), txn.recs...).FirstErr(); err != nil {
+			panic(err)
+		}
+		if err := cl.EndTransaction(context.Background(), kgo.TransactionEndTry(txn.commit)); err != nil {
+			panic(err)
+		}
+	}
+	return cluster.ListenAddrs(), cluster.Close
 }

@@ -51,22 +51,22 @@ func Decide(seen, known bool, last, seq int64) Verdict {
 	}
 }
 
-// Gap is a seq_no jump within one conversation: the records After+1 …
+// Gap is a seq_no jump within one ordering key (an im conversation): the records After+1 …
 // Next-1 were not seen before Next.
 type Gap struct {
-	Topic          string
-	Partition      int
-	Offset         int64 // of the record with seq_no Next
-	ConversationID int64
-	EventType      string
-	After          int64 // the last seq_no handled
-	Next           int64 // the seq_no that arrived
+	Topic     string
+	Partition int
+	Offset    int64  // of the record with seq_no Next
+	Key       string // the ordering key (im: the conversation_id)
+	EventType string
+	After     int64 // the last seq_no handled
+	Next      int64 // the seq_no that arrived
 }
 
 // Missing is how many seq_nos the gap skips.
 func (g Gap) Missing() int64 { return g.Next - g.After - 1 }
 
 func (g Gap) String() string {
-	return fmt.Sprintf("gap in conversation %d (%s) on %s/%d@%d: seq_no %d after %d, %d missing",
-		g.ConversationID, g.EventType, g.Topic, g.Partition, g.Offset, g.Next, g.After, g.Missing())
+	return fmt.Sprintf("gap in key %s (%s) on %s/%d@%d: seq_no %d after %d, %d missing",
+		g.Key, g.EventType, g.Topic, g.Partition, g.Offset, g.Next, g.After, g.Missing())
 }

@@ -27,7 +27,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestGapMissing(t *testing.T) {
-	g := Gap{ConversationID: 4, After: 2, Next: 5}
+	g := Gap{Key: "4", After: 2, Next: 5}
 	if g.Missing() != 2 {
 		t.Fatalf("Missing = %d, want 2", g.Missing())
 	}

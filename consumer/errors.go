@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// ErrInvalidRecord matches a *RecordError: a record that is not the
-// publisher's (a header missing or malformed).
+// ErrInvalidRecord matches a *RecordError: a record that does not fit the
+// Layout (a header missing or malformed): another producer's, or the
+// layout is not the publisher's.
 var ErrInvalidRecord = errors.New("not a cdc-outbox record")
 
 // RecordError is a record Decode refused, with its coordinates.
@@ -14,13 +15,14 @@ type RecordError struct {
 	Topic     string
 	Partition int
 	Offset    int64
-	Header    string // the missing or malformed header
+	Header    string // the missing or malformed header; "(key)" for the record key
 	Err       error
+	Layout    Layout // the layout the record was decoded by
 }
 
 func (e *RecordError) Error() string {
-	return fmt.Sprintf("%s/%d@%d: header %q: %v (cdc-outbox records carry event_id, seq_no and a decimal conversation_id key; set Options.OnInvalid to dead-letter other producers' records)",
-		e.Topic, e.Partition, e.Offset, e.Header, e.Err)
+	return fmt.Sprintf("%s/%d@%d: header %q: %v (layout %s; set Config.Layout to the publisher's mapping, and Options.OnInvalid to dead-letter other producers' records)",
+		e.Topic, e.Partition, e.Offset, e.Header, e.Err, e.Layout)
 }
 
 // Is makes errors.Is(err, ErrInvalidRecord) true.
@@ -36,13 +38,13 @@ type HandlerError struct {
 	Topic     string
 	Partition int
 	Offset    int64
-	EventID   uint64
+	EventID   string
 	Attempts  int
 	Err       error
 }
 
 func (e *HandlerError) Error() string {
-	return fmt.Sprintf("handler failed %d times on %s/%d@%d (event_id %d): %v", e.Attempts, e.Topic, e.Partition, e.Offset, e.EventID, e.Err)
+	return fmt.Sprintf("handler failed %d times on %s/%d@%d (event id %s): %v", e.Attempts, e.Topic, e.Partition, e.Offset, e.EventID, e.Err)
 }
 
 // Unwrap returns the handler's last error.
@@ -52,12 +54,12 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 // Config.HandlerAttempts times (Op is "seen" or "mark").
 type StoreError struct {
 	Op      string
-	EventID uint64
+	EventID string
 	Err     error
 }
 
 func (e *StoreError) Error() string {
-	return fmt.Sprintf("dedupe store %s event_id %d: %v", e.Op, e.EventID, e.Err)
+	return fmt.Sprintf("dedupe store %s event id %s: %v", e.Op, e.EventID, e.Err)
 }
 
 // Unwrap returns the store's last error.

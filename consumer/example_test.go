@@ -32,14 +32,14 @@ func Example() {
 		Group:     "im-push",
 		Isolation: consumer.ReadCommitted, // also right for a non-transactional publisher
 	}, consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
-		fmt.Printf("conversation %d seq_no %d event %d: %s\n", r.ConversationID, r.SeqNo, r.EventID, r.Payload)
+		fmt.Printf("conversation %d seq_no %d event %s: %s\n", r.ConversationID, r.SeqNo, r.EventID, r.Payload)
 		if n++; n == 4 {
 			cancel() // Run commits what was handled and returns nil
 		}
 		return nil
 	}), consumer.Options{
 		OnGap: func(ctx context.Context, g consumer.Gap) error {
-			fmt.Printf("gap: conversation %d seq_no %d after %d\n", g.ConversationID, g.Next, g.After)
+			fmt.Printf("gap: conversation %s seq_no %d after %d\n", g.Key, g.Next, g.After)
 			return nil // report it (alert, fetch the missing range, ...); returning an error stops Run
 		},
 	})

@@ -3,7 +3,6 @@ package consumer
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"testing"
 
@@ -19,7 +18,7 @@ func TestFetchFatal(t *testing.T) {
 	}{
 		{"login refused", fmt.Errorf("failed to dial: %w", &sink.SecurityError{Setting: "kafka.sasl", Err: kafka.SASLAuthenticationFailed}), true},
 		{"topic authorization failed", kafka.TopicAuthorizationFailed, true},
-		{"reader closed", io.EOF, true},
+		{"offset out of range (past the end: wait)", fmt.Errorf("fetch t/0: %w", kafka.OffsetOutOfRange), false},
 		{"storage error", kafka.KafkaStorageError, false},
 		{"not leader", fmt.Errorf("read: %w", kafka.NotLeaderForPartition), false},
 		{"broker unreachable", fmt.Errorf("failed to dial: %w", &net.OpError{Op: "dial", Err: errors.New("connection refused")}), false},

@@ -9,10 +9,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// convKey is what seq_no counts within: a conversation and an event type
-// (message.created and conversation.updated may number separately).
+// convKey is what seq_no counts within: an ordering key (an im
+// conversation) and an event type (message.created and
+// conversation.updated may number separately).
 type convKey struct {
-	conv      int64
+	key       string
 	eventType string
 }
 
@@ -24,7 +25,7 @@ type partition struct {
 	id     int
 	c      *Consumer
 	log    *zap.Logger
-	window *lru[uint64, struct{}]
+	window *lru[string, struct{}]
 	last   *lru[convKey, int64]
 	// done is the offset after the last record processed (handled or
 	// skipped): every record before it is done, since process runs in
@@ -38,7 +39,7 @@ type partition struct {
 func (c *Consumer) newPartition(topic string, id int) *partition {
 	p := &partition{topic: topic, id: id, c: c,
 		log:    c.log.With(zap.String("topic", topic), zap.Int("partition", id)),
-		window: newLRU[uint64, struct{}](c.cfg.Window),
+		window: newLRU[string, struct{}](c.cfg.Window),
 		last:   newLRU[convKey, int64](c.cfg.Conversations)}
 	p.done.Store(-1)
 	return p
@@ -49,14 +50,14 @@ func (c *Consumer) newPartition(topic string, id int) *partition {
 // partition (the message is not done).
 func (p *partition) process(ctx context.Context, m kafka.Message) error {
 	c := p.c
-	r, err := Decode(m)
+	r, err := c.cfg.Layout.Decode(m)
 	if err != nil {
 		if c.opts.OnInvalid != nil {
 			if err := c.opts.OnInvalid(ctx, m, err); err != nil {
 				return err
 			}
 		} else {
-			p.log.Error("skipping a record that is not cdc-outbox's", zap.Int64("offset", m.Offset), zap.Error(err))
+			p.log.Error("skipping a record that does not fit the layout", zap.Int64("offset", m.Offset), zap.Error(err))
 		}
 		c.metrics.record(nil, p.topic, "invalid")
 		p.done.Store(m.Offset + 1)
@@ -73,8 +74,13 @@ func (p *partition) process(ctx context.Context, m kafka.Message) error {
 			return &StoreError{Op: "seen", EventID: r.EventID, Err: err}
 		}
 	}
-	k := convKey{r.ConversationID, r.EventType}
-	last, known := p.last.get(k)
+	k := convKey{r.Key, r.EventType}
+	var last int64
+	var known bool
+	if c.cfg.Layout.HasSeqNo() {
+		last, known = p.last.get(k)
+	}
+	// Without a sequence number: never known, so Handle or Duplicate only.
 	switch Decide(seen, known, last, r.SeqNo) {
 	case Duplicate:
 		c.metrics.record(&r, p.topic, "duplicate")
@@ -82,7 +88,7 @@ func (p *partition) process(ctx context.Context, m kafka.Message) error {
 		p.done.Store(m.Offset + 1)
 		return nil
 	case GapThenHandle:
-		g := Gap{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, ConversationID: r.ConversationID,
+		g := Gap{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key,
 			EventType: r.EventType, After: last, Next: r.SeqNo}
 		c.metrics.gap(g)
 		if c.opts.OnGap != nil {
@@ -90,7 +96,7 @@ func (p *partition) process(ctx context.Context, m kafka.Message) error {
 				return &GapError{Gap: g, Err: err}
 			}
 		} else {
-			p.log.Warn("seq_no gap", zap.Int64("conversation_id", g.ConversationID), zap.Int64("after", g.After),
+			p.log.Warn("seq_no gap", zap.String("key", g.Key), zap.Int64("after", g.After),
 				zap.Int64("next", g.Next), zap.Int64("offset", g.Offset))
 		}
 	case HandleLate:
@@ -117,7 +123,9 @@ func (p *partition) process(ctx context.Context, m kafka.Message) error {
 	if r.Late {
 		c.metrics.record(&r, p.topic, "late")
 	} else {
-		p.last.put(k, r.SeqNo)
+		if c.cfg.Layout.HasSeqNo() {
+			p.last.put(k, r.SeqNo)
+		}
 		c.metrics.record(&r, p.topic, "handled")
 	}
 	p.done.Store(m.Offset + 1)

@@ -70,7 +70,7 @@ func TestPartitionOrderDedupeGaps(t *testing.T) {
 		window    int
 		feed      []in
 		want      []handled // what the handler gets, in order
-		gaps      []Gap     // After, Next, ConversationID only
+		gaps      []Gap     // After, Next, Key only
 		dups      int
 		late      int
 		replayDup int // duplicates among replayed=true records
@@ -89,15 +89,15 @@ func TestPartitionOrderDedupeGaps(t *testing.T) {
 		{name: "gap reported, then handled",
 			feed: cat(seqs(1, 1, 2, 100, false), seqs(1, 5, 6, 100, false)),
 			want: []handled{{1, 1, false}, {1, 2, false}, {1, 5, false}, {1, 6, false}},
-			gaps: []Gap{{ConversationID: 1, After: 2, Next: 5}}},
+			gaps: []Gap{{Key: "1", After: 2, Next: 5}}},
 		{name: "gap filled by a replay: late records, the sequence goes on",
 			feed: cat(seqs(1, 1, 2, 100, false), seqs(1, 5, 5, 100, false), seqs(1, 3, 5, 100, true), seqs(1, 6, 6, 100, false)),
 			want: []handled{{1, 1, false}, {1, 2, false}, {1, 5, false}, {1, 3, true}, {1, 4, true}, {1, 6, false}},
-			gaps: []Gap{{ConversationID: 1, After: 2, Next: 5}}, late: 2, dups: 1, replayDup: 1},
+			gaps: []Gap{{Key: "1", After: 2, Next: 5}}, late: 2, dups: 1, replayDup: 1},
 		{name: "interleaved conversations, a gap in one only",
 			feed: []in{{1, 1, 101, false}, {2, 1, 201, false}, {1, 2, 102, false}, {2, 3, 203, false}, {1, 3, 103, false}, {2, 4, 204, false}},
 			want: []handled{{1, 1, false}, {2, 1, false}, {1, 2, false}, {2, 3, false}, {1, 3, false}, {2, 4, false}},
-			gaps: []Gap{{ConversationID: 2, After: 1, Next: 3}}},
+			gaps: []Gap{{Key: "2", After: 1, Next: 3}}},
 		{name: "first record seen is the baseline: no gap",
 			feed: seqs(3, 40, 42, 300, false),
 			want: []handled{{3, 40, false}, {3, 41, false}, {3, 42, false}}},
@@ -114,7 +114,7 @@ func TestPartitionOrderDedupeGaps(t *testing.T) {
 			})
 			c, err := New(Config{Brokers: []string{"x:1"}, Topics: []string{"t"}, Group: "g", Window: tc.window}, h, Options{
 				OnGap: func(_ context.Context, g Gap) error {
-					gaps = append(gaps, Gap{ConversationID: g.ConversationID, After: g.After, Next: g.Next})
+					gaps = append(gaps, Gap{Key: g.Key, After: g.After, Next: g.Next})
 					return nil
 				}})
 			if err != nil {
@@ -203,7 +203,7 @@ func TestPartitionHandlerRetries(t *testing.T) {
 	calls = -10 // fails every attempt from now on
 	err := p.process(context.Background(), m[1])
 	var he *HandlerError
-	if !errors.As(err, &he) || he.Attempts != 3 || he.Offset != 1 || he.EventID != 102 {
+	if !errors.As(err, &he) || he.Attempts != 3 || he.Offset != 1 || he.EventID != "102" {
 		t.Fatalf("want HandlerError after 3 attempts at offset 1, got %v", err)
 	}
 	if p.done.Load() != 1 {
@@ -278,7 +278,7 @@ func TestPartitionRedisStore(t *testing.T) {
 	if err := p4.process(ctx, msgs([]in{{9, 1, 901, false}})[0]); err != nil {
 		t.Fatal(err)
 	}
-	if seen, err := store.Seen(context.Background(), 901); err != nil || !seen || p4.done.Load() != 1 {
+	if seen, err := store.Seen(context.Background(), "901"); err != nil || !seen || p4.done.Load() != 1 {
 		t.Fatalf("handled during shutdown: marked %v (%v), done %d", seen, err, p4.done.Load())
 	}
 	// Store down: Seen fails, retried, then a StoreError.

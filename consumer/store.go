@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,12 +15,14 @@ import (
 // concurrent use (one call per partition at a time).
 type Store interface {
 	// Seen reports whether Mark was called for id (and has not expired).
-	Seen(ctx context.Context, id uint64) (bool, error)
+	Seen(ctx context.Context, id string) (bool, error)
 	// Mark records id as handled.
-	Mark(ctx context.Context, id uint64) error
+	Mark(ctx context.Context, id string) error
 }
 
-// RedisStore is a Store on Redis: one key per event id, Prefix+id, set with
+// RedisStore is a Store on Redis: one key per event id, Prefix+id (the id
+// as the record carries it: the im layout's decimal ids give the keys
+// earlier versions wrote), set with
 // SET NX and a TTL (https://redis.io/docs/latest/commands/set/), so a
 // duplicate older than the TTL is no longer found.
 type RedisStore struct {
@@ -37,16 +38,16 @@ func NewRedisStore(rdb redis.Cmdable, prefix string, ttl time.Duration) *RedisSt
 	return &RedisStore{rdb: rdb, prefix: prefix, ttl: max(ttl, time.Millisecond)}
 }
 
-func (s *RedisStore) key(id uint64) string { return s.prefix + strconv.FormatUint(id, 10) }
+func (s *RedisStore) key(id string) string { return s.prefix + id }
 
 // Seen runs EXISTS Prefix+id.
-func (s *RedisStore) Seen(ctx context.Context, id uint64) (bool, error) {
+func (s *RedisStore) Seen(ctx context.Context, id string) (bool, error) {
 	n, err := s.rdb.Exists(ctx, s.key(id)).Result()
 	return n > 0, err
 }
 
 // Mark runs SET Prefix+id 1 NX PX ttl (an id already marked keeps its
 // first expiry).
-func (s *RedisStore) Mark(ctx context.Context, id uint64) error {
+func (s *RedisStore) Mark(ctx context.Context, id string) error {
 	return s.rdb.SetNX(ctx, s.key(id), "1", s.ttl).Err()
 }

@@ -31,12 +31,15 @@ type Options struct {
 	// StartSource names the source run's start options are for
 	// (config.Config.ApplyRun); "": every source (one source configured).
 	StartSource string
-	// Observer, when set, returns the observer of the named source's
-	// publishing measurements (e.g. (*health.Metrics).Source: the series
-	// labelled source=<name>); may be called again for a source: return the same observer.
-	// One that has a Forget method is told when a term of the source
-	// ends (its series are then removed until the next term).
-	Observer func(source string) pipeline.Observer
+	// Observer, when set, returns the observers of the named source's
+	// publishing measurements (e.g. pipeline.ObserversOf of
+	// (*health.Metrics).Source: the series labelled source=<name>); may
+	// be called again for a source: return the same observers.
+	Observer func(source string) pipeline.Observers
+	// Forget, when set, is told when a term of the named source ends
+	// (its series are then removed until the next term:
+	// (*health.Source).Forget).
+	Forget func(source string)
 	// Health, when set, follows each source's state on this instance
 	// (/readyz, cdc_outbox_source_state): Standby while another instance
 	// holds its lease and Redis answers, Degraded while Redis has not
@@ -408,9 +411,9 @@ func (s *supervisor) term(ctx context.Context, rdb redis.Scripter, p config.Name
 	}
 	opts.Phase = ph
 	obs := s.observer(p.Name)
-	if f, ok := obs.(interface{ Forget() }); ok {
+	if s.opts.Forget != nil {
 		// The series of a source are the owner's: a standby exposes none.
-		defer f.Forget()
+		defer s.opts.Forget(p.Name)
 	}
 	pub := pipeline.NewPublisher(cfg, opts, obs, s.publisherLog(p.Name))
 	tctx, handover := context.WithCancel(ctx)
@@ -511,10 +514,10 @@ func (s *supervisor) publisherLog(name string) *zap.Logger {
 	return s.root.With(zap.String("source", name))
 }
 
-// observer returns source name's observer (nil: none).
-func (s *supervisor) observer(name string) pipeline.Observer {
+// observer returns source name's observers (none observing: zero).
+func (s *supervisor) observer(name string) pipeline.Observers {
 	if s.opts.Observer == nil {
-		return nil
+		return pipeline.Observers{}
 	}
 	return s.opts.Observer(name)
 }

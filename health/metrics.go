@@ -107,7 +107,8 @@ type Metrics struct {
 }
 
 // Source is one source's metrics: the series labelled source=<name>. It
-// implements sink.Observer and checkpoint.Observer (pipeline.Observer).
+// implements sink.Observer, checkpoint.Observer and the publisher's
+// observers (pipeline.ObserversOf).
 type Source struct {
 	m        *Metrics
 	name     string

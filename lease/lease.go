@@ -417,10 +417,15 @@ func Leave(ctx context.Context, rdb redis.Cmdable, group, owner string) error {
 }
 
 // wrap wraps a Redis error of op; an authentication error (WRONGPASS,
-// NOAUTH) also wraps checkpoint.ErrAuth (fatal), naming the settings.
+// NOAUTH) or an ACL refusal (NOPERM) also wraps checkpoint.ErrAuth
+// (fatal), naming the settings or the ACL rules.
 func wrap(op string, err error) error {
 	if redis.IsAuthError(err) {
 		return fmt.Errorf("%w: lease: %s: %w: check checkpoint.username and checkpoint.password (CDC_OUTBOX_CHECKPOINT_USERNAME, CDC_OUTBOX_CHECKPOINT_PASSWORD)", checkpoint.ErrAuth, op, err)
+	}
+	if redis.IsPermissionError(err) {
+		return fmt.Errorf("%w: lease: %s: %w: the ACL user needs the checkpoint's keys and commands: ACL SETUSER <user> %s (docs/security.md)",
+			checkpoint.ErrAuth, op, err, checkpoint.ACLRules("<checkpoint.key>", "<ha.group>"))
 	}
 	return fmt.Errorf("lease: %s: %w", op, err)
 }

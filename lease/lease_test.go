@@ -159,9 +159,13 @@ func TestLeaseOnRedis(t *testing.T) {
 	s := checkpoint.NewStore(checkpoint.Config{Addr: rdb.Options().Addr, Key: key, Timeout: time.Second})
 	defer s.Close()
 	w := checkpoint.NewWriter(s, checkpoint.Source{ServerID: 1}, nil)
+	write := func(ctx context.Context, p binlog.Position) error {
+		_, err := checkpoint.Apply(ctx, w, checkpoint.Intent{Why: "test", At: p})
+		return err
+	}
 	f := b.Fence()
 	w.SetFence(&f)
-	if err := w.Write(ctx, binlog.Position{File: "b.000001", Pos: 4}); err != nil {
+	if err := write(ctx, binlog.Position{File: "b.000001", Pos: 4}); err != nil {
 		t.Fatal(err)
 	}
 	rdb.Del(ctx, checkpoint.FenceKey(key))
@@ -171,7 +175,7 @@ func TestLeaseOnRedis(t *testing.T) {
 		t.Fatalf("Acquire after expiry with the counter lost = %+v %v, want token 3", c, err)
 	}
 	// b, expired, can no longer write.
-	if err := w.Write(ctx, binlog.Position{File: "b.000001", Pos: 8}); !errors.Is(err, checkpoint.ErrFenced) {
+	if err := write(ctx, binlog.Position{File: "b.000001", Pos: 8}); !errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("write of the expired term = %v, want ErrFenced", err)
 	}
 	if h, err := Holder(ctx, rdb, key); err != nil || h != "c 3" {

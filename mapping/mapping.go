@@ -15,6 +15,10 @@ const (
 	PresetGeneric  = "generic"  // aggregate_type / aggregate_id / payload (docs/mapping.md)
 )
 
+// HeaderEventID is the header the publisher sets on every record to the
+// event id (the id column), whatever the mapping (router.HeaderEventID).
+const HeaderEventID = "event_id"
+
 // Envelopes accepted in Config.Envelope.
 const (
 	EnvelopeRaw         = "raw"         // the payload column's bytes as the record value (default)
@@ -33,50 +37,50 @@ const (
 // Column names are matched case-insensitively.
 type Config struct {
 	// Preset is im (default), debezium or generic.
-	Preset string `yaml:"preset"`
+	Preset string `yaml:"preset" doc:"The column layout the other keys override: im (im_event_outbox), debezium or generic." rule:"im, debezium, generic or empty (im)"`
 	// ID is the event id column: the dedupe id, header event_id. An
 	// integer or a string column.
-	ID string `yaml:"id"`
+	ID string `yaml:"id" doc:"The event id column (the dedupe id, header event_id): an integer or string column." rule:"a column of the table (checked at start)"`
 	// Key are the key column(s): integers (signed or UNSIGNED) in decimal,
 	// strings as stored; several are joined with ":".
-	Key []string `yaml:"key"`
+	Key []string `yaml:"key" doc:"The record key column(s); several are joined with ':'." rule:"columns of the table (checked at start)"`
 	// Payload is the record value's column: JSON, TEXT or BLOB, its bytes
 	// as stored (MySQL's binary JSON as MySQL prints it).
-	Payload string `yaml:"payload"`
+	Payload string `yaml:"payload" doc:"The record value's column: JSON, TEXT or BLOB, its bytes as stored." rule:"a column of the table (checked at start)"`
 	// PayloadFormat is json (the sink rejects a payload that is not valid
 	// JSON as a poison record) or raw (any bytes); default json for the im
 	// and debezium presets, raw for generic.
-	PayloadFormat string `yaml:"payload-format"`
+	PayloadFormat string `yaml:"payload-format" doc:"json (a payload that is not valid JSON is a poison record) or raw (any bytes); empty: the preset's." rule:"json, raw or empty"`
 	// Order is the ordering column within a key (seq_no), used by verify;
 	// optional ("-" for none).
-	Order string `yaml:"order"`
+	Order string `yaml:"order" doc:"The ordering column within a key (seq_no), used by verify; - for none." rule:"a column of the table or -"`
 	// Topic is a fixed topic name or a template over columns,
 	// "outbox.event.{aggregatetype}". Empty with the im preset: router.topic.
-	Topic string `yaml:"topic"`
+	Topic string `yaml:"topic" doc:"A fixed topic name or a template over columns such as outbox.event.{aggregatetype}; empty with the im preset: router.topic." rule:"a valid template; not with topic-column; its fixed parts a valid topic name"`
 	// TopicColumn names a column holding the topic name (instead of Topic).
-	TopicColumn string `yaml:"topic-column"`
+	TopicColumn string `yaml:"topic-column" doc:"A column holding each record's topic name, instead of topic." rule:"not with topic"`
 	// Headers maps header names to columns. A NULL value leaves the header
 	// out. An empty column removes a preset's header.
-	Headers map[string]string `yaml:"headers"`
+	Headers map[string]string `yaml:"headers" doc:"Header names mapped to columns (a NULL leaves the header out); an empty column removes a preset's header." rule:"no empty header name"`
 	// Timestamp is the column of the record timestamp (DATETIME or
 	// TIMESTAMP, taken as UTC); empty: the time of publishing.
-	Timestamp string `yaml:"timestamp"`
+	Timestamp string `yaml:"timestamp" doc:"The column of the record timestamp (DATETIME or TIMESTAMP, taken as UTC); empty: the time of publishing." rule:"a DATETIME or TIMESTAMP column (checked at start)"`
 	// Partition is a column holding an explicit partition (an integer,
 	// taken modulo the topic's partition count); empty: by key.
-	Partition string `yaml:"partition"`
+	Partition string `yaml:"partition" doc:"A column holding an explicit partition (an integer, taken modulo the partition count); empty: by key." rule:"an integer column (checked at start)"`
 	// TraceParent and TraceState are the columns of W3C trace context
 	// (https://www.w3.org/TR/trace-context/), published as the headers
 	// traceparent and tracestate unchanged.
-	TraceParent string `yaml:"traceparent"`
-	TraceState  string `yaml:"tracestate"`
+	TraceParent string `yaml:"traceparent" doc:"The column of the W3C traceparent header, published unchanged." rule:"-"`
+	TraceState  string `yaml:"tracestate" doc:"The column of the W3C tracestate header, published unchanged." rule:"-"`
 	// InvalidTrace is what an invalid traceparent/tracestate does: pass
 	// (default: published as is) or drop (the header is left out). Never
 	// fatal.
-	InvalidTrace string `yaml:"invalid-trace"`
+	InvalidTrace string `yaml:"invalid-trace" doc:"What an invalid traceparent or tracestate does: pass (published as is) or drop (the header is left out); never fatal." rule:"pass, drop or empty (pass)"`
 	// Envelope is raw (default) or cloudevents.
-	Envelope string `yaml:"envelope"`
+	Envelope string `yaml:"envelope" doc:"raw (the payload as the record value) or cloudevents (binary-mode CloudEvents headers)." rule:"raw, cloudevents or empty (raw)"`
 	// CloudEvents configures the cloudevents envelope.
-	CloudEvents CloudEvents `yaml:"cloudevents"`
+	CloudEvents CloudEvents `yaml:"cloudevents" doc:"The CloudEvents headers of envelope cloudevents."`
 }
 
 // CloudEvents configures the binary-mode CloudEvents headers (CloudEvents
@@ -85,15 +89,15 @@ type Config struct {
 type CloudEvents struct {
 	// Source is ce_source: a URI-reference, fixed or a template over
 	// columns ("/im/{conversation_id}"). Required with the envelope.
-	Source string `yaml:"source"`
+	Source string `yaml:"source" doc:"ce_source: a URI-reference, fixed or a template over columns such as /im/{conversation_id}." rule:"required with envelope cloudevents; a valid template"`
 	// Type is the column of ce_type; default: the preset's type column.
-	Type string `yaml:"type"`
+	Type string `yaml:"type" doc:"The column of ce_type; empty: the preset's type column." rule:"-"`
 	// Time is the column of ce_time (DATETIME/TIMESTAMP, rendered as RFC
 	// 3339 in UTC); default: the preset's time column, "-" for none.
-	Time string `yaml:"time"`
+	Time string `yaml:"time" doc:"The column of ce_time (rendered as RFC 3339 in UTC); empty: the preset's time column, - for none." rule:"-"`
 	// ContentType is the content-type header (the datacontenttype);
 	// default application/json.
-	ContentType string `yaml:"content-type"`
+	ContentType string `yaml:"content-type" doc:"The content-type header (the datacontenttype); empty: application/json." rule:"-"`
 }
 
 // Header is one header of the preset or the configuration.
@@ -375,6 +379,42 @@ func Resolve(c Config) (Config, [][2]string) {
 		}
 	}
 	return r, hs
+}
+
+// Published names the headers that carry a mapping's event id, ordering
+// column and event type column on its records: what a consumer reads them
+// by (package consumer's Layout). Empty: not published.
+type Published struct {
+	// EventID is the header of the id column: a header the mapping maps
+	// to that column (the debezium preset's "id"), else HeaderEventID.
+	EventID string
+	// Order is the header of the ordering column (Config.Order; the im
+	// preset's "seq_no"): empty without one, or when no header carries it.
+	Order string
+	// Type is the header of the event type column (the CloudEvents type
+	// column: event_type, type, aggregate_type by preset), when one
+	// carries it.
+	Type string
+}
+
+// PublishedHeaders returns where the records of mapping c carry the event
+// id, the ordering column and the event type (Resolve's preset values and
+// headers).
+func PublishedHeaders(c Config) Published {
+	r, headers := Resolve(c)
+	of := func(col string) string {
+		for _, h := range headers {
+			if col != "" && strings.EqualFold(h[1], col) {
+				return h[0]
+			}
+		}
+		return ""
+	}
+	p := Published{EventID: of(r.ID), Order: of(r.Order), Type: of(r.CloudEvents.Type)}
+	if p.EventID == "" {
+		p.EventID = HeaderEventID
+	}
+	return p
 }
 
 // Compile checks c against the columns of table ("schema.table") and

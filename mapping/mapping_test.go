@@ -154,3 +154,27 @@ func TestTraceContext(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishedHeaders: where each preset's records (and a mapping with
+// overrides) carry the event id, the ordering column and the event type,
+// as package consumer reads them.
+func TestPublishedHeaders(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want Published
+	}{
+		{"im", Config{}, Published{EventID: "event_id", Order: "seq_no", Type: "event_type"}},
+		{"debezium", Config{Preset: PresetDebezium}, Published{EventID: "id", Type: "type"}},
+		{"generic", Config{Preset: PresetGeneric}, Published{EventID: "event_id", Type: "aggregate_type"}},
+		{"generic with an order column published as a header", Config{Preset: PresetGeneric, Order: "Version", Headers: map[string]string{"v": "version"}},
+			Published{EventID: "event_id", Order: "v", Type: "aggregate_type"}},
+		{"an order column no header carries", Config{Preset: PresetGeneric, Order: "version"}, Published{EventID: "event_id", Type: "aggregate_type"}},
+		{"im without its seq_no header", Config{Headers: map[string]string{"seq_no": ""}}, Published{EventID: "event_id", Type: "event_type"}},
+		{"debezium without its id header", Config{Preset: PresetDebezium, Headers: map[string]string{"id": ""}}, Published{EventID: "event_id", Type: "type"}},
+	} {
+		if got := PublishedHeaders(c.cfg); got != c.want {
+			t.Errorf("%s: PublishedHeaders = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}

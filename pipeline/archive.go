@@ -26,7 +26,7 @@ import (
 // before it is stored as the first checkpoint; except that a <file>:<pos>
 // start the server no longer has but source.archive holds is accepted as
 // is; catchUp then reads it from the archive.
-func (p *Publisher) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Position, error) {
+func (p *Publisher) resolveStart(srv server, st binlog.Start) (binlog.Position, error) {
 	pos, err := srv.Resolve(st)
 	if err == nil {
 		if err := srv.CheckPosition(pos); err != nil {
@@ -51,79 +51,78 @@ func (p *Publisher) resolveStart(srv *binlog.Server, st binlog.Start) (binlog.Po
 	return pos, nil
 }
 
-// catchUp returns from and saved unchanged when source.archive is not set,
-// in GTID position mode with a GTID set, or when the server still has
-// from's binlog file; also, with a Warn, when the archive does not hold
-// from's file or its files do not reach the server's oldest binlog without
-// a gap (source.on-purged then decides). Otherwise it publishes the archived transactions
-// after from up to the oldest binlog file on the server, stores that
-// file's start as the checkpoint and returns it as both the position to
-// stream from and the saved one. It repeats while the server purges
-// further during the catch-up.
-func (p *Publisher) catchUp(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, from, saved binlog.Position) (binlog.Position, binlog.Position, error) {
+// catchUp changes nothing when source.archive is not set, in GTID
+// position mode with a GTID set, or when the server still has st.from's
+// binlog file; also, with a Warn, when the archive does not hold from's
+// file or its files do not reach the server's oldest binlog without a gap
+// (source.on-purged then decides). Otherwise it publishes the archived
+// transactions after from up to the oldest binlog file on the server and
+// wants that file's start stored as the checkpoint (the hand-over); once
+// stored, it is both the position to stream from and the saved one. The
+// step asks to run again: the server may have purged further during the
+// catch-up.
+func (p *Publisher) catchUp(ctx context.Context, st *startState) (step, error) {
 	src := p.cfg.Source
+	srv, from, saved := st.srv, st.from, st.saved
 	if src.Archive == "" || from.File == "" || (src.PositionMode == binlog.ModeGTID && from.GTIDSet != "") {
-		return from, saved, nil
+		return step{}, nil
 	}
-	for {
-		files, err := srv.BinaryLogs()
-		if err != nil {
-			return from, saved, err
-		}
-		if len(files) == 0 || slices.Contains(files, from.File) {
-			return from, saved, nil
-		}
-		oldest := binlog.Position{File: files[0], Pos: 4}
-		if binlog.ComparePos(from, oldest) >= 0 {
-			return from, saved, nil // not purged: from another server, or not written yet; run's checks report it
-		}
-		// The archive cannot help: say why, and leave the purged position
-		// to source.on-purged (fail by default).
-		cannot := func(why string, err error) (binlog.Position, binlog.Position, error) {
-			p.log.Warn("the resume position's binlog was purged from the server and source.archive cannot bridge it: "+why,
-				zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()), zap.String("archive", src.Archive), zap.Error(err))
-			return from, saved, nil
-		}
-		infos, err := binlog.InspectFiles(src.Archive)
-		if err != nil {
-			return cannot("cannot read the archive", err)
-		}
-		i := archiveIndex(infos, from.File)
-		if i < 0 {
-			return cannot("the archive does not hold its file ("+archiveRange(infos)+")", nil)
-		}
-		// The archived files from from's up to the server's oldest: the
-		// oldest itself when archived (read up to its offset 4, i.e.
-		// nothing of it), else the last archived file must rotate to it.
-		j := archiveIndex(infos, oldest.File)
-		read := infos[i:]
-		chain := append(slices.Clone(read), binlog.FileInfo{Name: oldest.File})
-		end := binlog.Position{}
-		if j >= 0 {
-			read, chain, end = infos[i:j+1], infos[i:j+1], oldest
-		}
-		if err := binlog.CheckChain(chain); err != nil {
-			return cannot("the archived files do not reach the server's oldest binlog without a gap", err)
-		}
-		p.log.Warn("the resume position's binlog was purged from the server: catching up from the archive (source.archive)",
-			zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()),
-			zap.String("archive", src.Archive), zap.String("archive_files", archiveRange(read)))
-		last, err := p.publishArchive(ctx, srv, cpw, read, from, end, saved)
-		if err != nil || ctx.Err() != nil {
-			return from, saved, cmpErr(err, ctx.Err())
-		}
-		// Every transaction before oldest:4 is acknowledged: hand over there.
-		oldest.GTIDSet = last.GTIDSet
-		hand := oldest
-		hand.GTID, hand.Time = last.GTID, last.Time
-		if err := cpw.Write(ctx, hand); err != nil {
-			return from, saved, err
-		}
+	files, err := srv.BinaryLogs()
+	if err != nil {
+		return step{}, err
+	}
+	if len(files) == 0 || slices.Contains(files, from.File) {
+		return step{}, nil
+	}
+	oldest := binlog.Position{File: files[0], Pos: 4}
+	if binlog.ComparePos(from, oldest) >= 0 {
+		return step{}, nil // not purged: from another server, or not written yet; run's checks report it
+	}
+	// The archive cannot help: say why, and leave the purged position
+	// to source.on-purged (fail by default).
+	cannot := func(why string, err error) (step, error) {
+		p.log.Warn("the resume position's binlog was purged from the server and source.archive cannot bridge it: "+why,
+			zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()), zap.String("archive", src.Archive), zap.Error(err))
+		return step{}, nil
+	}
+	infos, err := binlog.InspectFiles(src.Archive)
+	if err != nil {
+		return cannot("cannot read the archive", err)
+	}
+	i := archiveIndex(infos, from.File)
+	if i < 0 {
+		return cannot("the archive does not hold its file ("+archiveRange(infos)+")", nil)
+	}
+	// The archived files from from's up to the server's oldest: the
+	// oldest itself when archived (read up to its offset 4, i.e.
+	// nothing of it), else the last archived file must rotate to it.
+	j := archiveIndex(infos, oldest.File)
+	read := infos[i:]
+	chain := append(slices.Clone(read), binlog.FileInfo{Name: oldest.File})
+	end := binlog.Position{}
+	if j >= 0 {
+		read, chain, end = infos[i:j+1], infos[i:j+1], oldest
+	}
+	if err := binlog.CheckChain(chain); err != nil {
+		return cannot("the archived files do not reach the server's oldest binlog without a gap", err)
+	}
+	p.log.Warn("the resume position's binlog was purged from the server: catching up from the archive (source.archive)",
+		zap.String("from", from.FilePos()), zap.String("oldest_on_server", oldest.FilePos()),
+		zap.String("archive", src.Archive), zap.String("archive_files", archiveRange(read)))
+	last, err := p.publishArchive(ctx, srv, st.cpw, read, from, end, saved)
+	if err != nil || ctx.Err() != nil {
+		return step{}, cmpErr(err, ctx.Err())
+	}
+	// Every transaction before oldest:4 is acknowledged: hand over there.
+	oldest.GTIDSet = last.GTIDSet
+	hand := oldest
+	hand.GTID, hand.Time = last.GTID, last.Time
+	return step{writes: []checkpoint.Intent{write("archive hand-over", hand)}, again: true, applied: func() {
 		p.resume = oldest
 		p.log.Info("caught up from the archive: handing over to the server's binlog (stored as the checkpoint)",
 			zap.String("position", oldest.FilePos()), zap.String("gtid_set", oldest.GTIDSet), zap.String("last_archived_transaction", last.FilePos()))
-		from, saved = oldest, oldest
-	}
+		st.from, st.saved = oldest, oldest
+	}}, nil
 }
 
 func cmpErr(a, b error) error {
@@ -138,7 +137,7 @@ func cmpErr(a, b error) error {
 // run's router, sink and checkpoint committer, and returns the end of the
 // last acknowledged transaction (from when there was none). It keeps
 // p.resume at the acknowledged position so that a restart resumes there.
-func (p *Publisher) publishArchive(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
+func (p *Publisher) publishArchive(ctx context.Context, srv server, cpw *checkpoint.Writer, files []binlog.FileInfo, from, end, saved binlog.Position) (binlog.Position, error) {
 	cfg := p.cfg
 	tables, cols, err := Tables(cfg, srv)
 	if err != nil {

@@ -12,8 +12,13 @@
 //
 // Decide is the start decision, a pure function over Facts (checkpoint,
 // server, start option, topic contents, recover and backfill settings);
-// the Publisher (run) gathers the facts, applies the decision, catches up
-// from source.archive, applies source.on-purged, guards partition counts
-// and restarts the pipeline after retryable errors (IsFatal decides which
-// are not). docs/operations.md, "Where a run starts", is Decide's table.
+// the Publisher (run) starts each pipeline through a list of phases
+// (phases.go: preflight, load, partitions, resolve with Decide, history,
+// catch-up from source.archive, source.on-purged), each returning the
+// checkpoint writes it wants as intents that one loop applies
+// (applyIntents, the one caller of checkpoint.Apply), and restarts the
+// pipeline after retryable errors (IsFatal decides which are not). The
+// phases ask the server, Redis, the mirror and Kafka through small
+// interfaces (deps.go). docs/operations.md, "Where a run starts", is
+// Decide's table; "Retries and timeouts" is Retries'.
 package pipeline

@@ -34,7 +34,7 @@ func (p *Publisher) committed(ctx context.Context) (map[int]map[string]string, e
 // committedResume is the exactly-once rule at a pipeline restart: from, the
 // last acknowledged position, moves to the end of the last committed
 // transaction when that is later (a commit whose answer was lost).
-func (p *Publisher) committedResume(ctx context.Context, srv *binlog.Server, from binlog.Position) (binlog.Position, error) {
+func (p *Publisher) committedResume(ctx context.Context, srv server, from binlog.Position) (binlog.Position, error) {
 	heads, err := p.committed(ctx)
 	if err != nil || heads == nil {
 		return from, err

@@ -13,14 +13,14 @@ import (
 // server compared with the one cp was written for): the refusal is a
 // *binlog.HistoryError; Repoint tells a resume by GTID on another server.
 // For check's preflight.
-func CheckStored(srv *binlog.Server, mode string, cp *checkpoint.Checkpoint) (binlog.HistoryVerdict, error) {
+func CheckStored(srv server, mode string, cp *checkpoint.Checkpoint) (binlog.HistoryVerdict, error) {
 	return history(srv, mode, cp.Position(), sameServer(checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor},
 		checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}))
 }
 
 // history is binlog.CheckHistory on what srv shows of from's history,
 // same telling whether srv is the server from was read from.
-func history(srv *binlog.Server, mode string, from binlog.Position, same bool) (binlog.HistoryVerdict, error) {
+func history(srv server, mode string, from binlog.Position, same bool) (binlog.HistoryVerdict, error) {
 	facts, err := srv.HistoryFacts(from, mode)
 	if err != nil {
 		return binlog.HistoryVerdict{}, err
@@ -38,7 +38,7 @@ func history(srv *binlog.Server, mode string, from binlog.Position, same bool) (
 // In GTID mode another server that executed the whole stored set is
 // resumed by GTID; at a restart (restart: the first start's decision
 // logged it already) that is logged as a Warn.
-func (p *Publisher) checkHistory(srv *binlog.Server, from binlog.Position, same, restart bool) error {
+func (p *Publisher) checkHistory(srv server, from binlog.Position, same, restart bool) error {
 	v, err := history(srv, p.cfg.Source.PositionMode, from, same)
 	if err != nil {
 		return err

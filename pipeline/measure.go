@@ -48,7 +48,7 @@ func (f *fileTimes) get(file string) (time.Time, bool) {
 // done. Failures (the server unreachable: the reader notices that itself)
 // are logged at debug level and tried again at the next tick.
 func (p *Publisher) measure(ctx context.Context, committer *checkpoint.Committer, prog *progress, files *fileTimes) {
-	var srv *binlog.Server
+	var srv server
 	defer func() {
 		if srv != nil {
 			srv.Close()
@@ -64,7 +64,7 @@ func (p *Publisher) measure(ctx context.Context, committer *checkpoint.Committer
 		}
 		if srv == nil {
 			var err error
-			if srv, err = binlog.Connect(ctx, p.cfg.Source, p.log.Named("measure")); err != nil {
+			if srv, err = p.connect(ctx, "measure"); err != nil {
 				p.log.Debug("binlog measurement: connect failed", zap.Error(err))
 				srv = nil
 				continue
@@ -78,7 +78,7 @@ func (p *Publisher) measure(ctx context.Context, committer *checkpoint.Committer
 	}
 }
 
-func (p *Publisher) measureOnce(srv *binlog.Server, committer *checkpoint.Committer, prog *progress, files *fileTimes) error {
+func (p *Publisher) measureOnce(srv server, committer *checkpoint.Committer, prog *progress, files *fileTimes) error {
 	logs, err := srv.BinaryLogSizes()
 	if err != nil || len(logs) == 0 {
 		return err
@@ -87,7 +87,7 @@ func (p *Publisher) measureOnce(srv *binlog.Server, committer *checkpoint.Commit
 	end := binlog.Position{File: last.Name, Pos: uint32(min(last.Size, 1<<32-1))}
 	if !prog.caughtUp() {
 		if n, _, ok := binlog.Span(logs, committer.Acked(), end); ok {
-			p.obs.SetBytesBehind(n)
+			p.obs.Lag.SetBytesBehind(n)
 		}
 	}
 	saved := committer.Saved()
@@ -104,6 +104,6 @@ func (p *Publisher) measureOnce(srv *binlog.Server, committer *checkpoint.Commit
 			d = health.RetentionHeadroom(expire, opened, time.Now())
 		}
 	}
-	p.obs.SetRetentionHeadroom(bytes, d)
+	p.obs.Lag.SetRetentionHeadroom(bytes, d)
 	return nil
 }

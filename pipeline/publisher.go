@@ -19,49 +19,9 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
-	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 )
-
-// Observer receives the publisher's measurements besides the Writer's
-// (*health.Metrics implements it). Its methods must not block.
-type Observer interface {
-	sink.Observer
-	checkpoint.Observer
-	// Restarted counts a pipeline restart after a retryable error.
-	Restarted()
-	// PurgedSkip counts a skip over purged binlogs (source.on-purged) and
-	// returns the count so far.
-	PurgedSkip() uint64
-	// SourceState: connected to the source's binlog, and caught up (at
-	// the end of the binlog with everything read acknowledged).
-	SourceState(connected, caughtUp bool)
-	// SeedCommitTime: the checkpoint's commit time, before anything is
-	// acknowledged.
-	SeedCommitTime(t time.Time)
-	// SetBytesBehind: binlog bytes from the resume position to the end.
-	SetBytesBehind(n int64)
-	// SetRetentionHeadroom: binlog bytes from the start of the oldest
-	// file kept to the checkpoint, and the time until the server's expiry
-	// may purge the checkpoint's file (< 0: unknown).
-	SetRetentionHeadroom(bytes int64, d time.Duration)
-	// SetTables, InitTopics and SetDeadLetterTopic name the outbox tables
-	// ("schema.table") and the topics known at start, so that their series
-	// exist at 0.
-	SetTables(tables ...string)
-	InitTopics(topics ...string)
-	SetDeadLetterTopic(topic string)
-	// PoisonStopped counts a stop on a poison record (on-poison: fail).
-	PoisonStopped(reason sink.Reason)
-}
-
-// HeardObserver, when the Observer implements it (*health.Source), is
-// given the reader's LastHeard at each pipeline start, and how long a
-// caught-up source may stay silent before it counts as behind.
-type HeardObserver interface {
-	SetHeard(lastHeard func() time.Time, stale time.Duration)
-}
 
 // Phase is told the publisher's state for /readyz (*health.Phase).
 type Phase interface {
@@ -120,10 +80,14 @@ type Fence interface {
 type Publisher struct {
 	cfg    config.Config
 	opts   Options
-	store  *checkpoint.Store
-	mirror *sink.Mirror // nil: checkpoint.mirror-topic ""
-	obs    Observer
-	log    *zap.Logger
+	store  store
+	mirror mirror // nil: checkpoint.mirror-topic ""
+	topics topics
+	// connect opens a SQL connection to the source, its logger named name
+	// (binlog.Connect).
+	connect func(ctx context.Context, name string) (server, error)
+	obs     Observers
+	log     *zap.Logger
 
 	resume binlog.Position // newest acknowledged position, once known
 	known  bool
@@ -148,12 +112,16 @@ func LivenessPeriod(cfg config.Config) time.Duration {
 }
 
 // NewPublisher returns a Publisher for a configuration valid for
-// config.ScopeRun. obs may be nil.
-func NewPublisher(cfg config.Config, opts Options, obs Observer, log *zap.Logger) *Publisher {
-	if obs == nil {
-		obs = nopObserver{}
-	}
-	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), obs: obs, log: log,
+// config.ScopeRun. Observers left nil observe nothing.
+func NewPublisher(cfg config.Config, opts Options, obs Observers, log *zap.Logger) *Publisher {
+	p := &Publisher{cfg: cfg, opts: opts, store: checkpoint.NewStore(cfg.Checkpoint), topics: kafkaTopics{cfg.Kafka}, obs: obs.orNop(), log: log,
+		connect: func(ctx context.Context, name string) (server, error) {
+			srv, err := binlog.Connect(ctx, cfg.Source, log.Named(name))
+			if err != nil {
+				return nil, err
+			}
+			return srv, nil
+		},
 		headroom: logging.NewLimiter(10*time.Minute, 1), mirrorWarn: logging.NewLimiter(time.Minute, 1)}
 	if cfg.Checkpoint.MirrorTopic != "" {
 		p.mirror = sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
@@ -220,7 +188,7 @@ func (p *Publisher) run(ctx context.Context) error {
 				zap.Uint64("dead_lettered", p.deadLettered), zap.String("dead_letter_topic", cfg.Kafka.DeadLetterTopic))
 		}
 	}()
-	backoff := time.Second
+	backoff := restartBackoff
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
 		p.tick()
@@ -242,10 +210,10 @@ func (p *Publisher) run(ctx context.Context) error {
 			// write): the process must not exit 0 with it unsaved.
 			return fmt.Errorf("stopping: %w", err)
 		}
-		p.obs.SourceState(false, false)
+		p.obs.Lag.SourceState(false, false)
 		var perr *sink.PoisonError
 		if errors.As(err, &perr) {
-			p.obs.PoisonStopped(perr.Reason)
+			p.obs.Stops.PoisonStopped(perr.Reason)
 		}
 		if err == nil {
 			p.setPhase(health.Stopping, "the source ended")
@@ -264,8 +232,8 @@ func (p *Publisher) run(ctx context.Context) error {
 		if p.opts.Live != nil {
 			p.opts.Live.Pause()
 		}
-		if time.Since(began) > time.Minute {
-			backoff = time.Second
+		if time.Since(began) > restartCalm {
+			backoff = restartBackoff
 		}
 		resume := "the stored checkpoint or the start option (nothing acknowledged yet)"
 		if p.known {
@@ -276,7 +244,7 @@ func (p *Publisher) run(ctx context.Context) error {
 			fields = append(fields, zap.String("hint", h))
 		}
 		p.log.Warn("pipeline stopped; restarting from the last acknowledged position", fields...)
-		p.obs.Restarted()
+		p.obs.Stops.Restarted()
 		select {
 		case <-ctx.Done():
 			p.log.Info("stopped")
@@ -299,103 +267,21 @@ func (p *Publisher) tick() {
 	}
 }
 
-// attempt connects, resolves the start position and runs the stages once.
+// attempt connects, runs the start-up phases (startPhases: where to
+// start, the checkpoint writes they want) and streams once.
 func (p *Publisher) attempt(ctx context.Context, n int) error {
 	cfg := p.cfg
-	srv, err := binlog.Connect(ctx, cfg.Source, p.log.Named("source"))
+	srv, err := p.connect(ctx, "source")
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	if n == 0 {
-		if err := srv.Check(ctx); err != nil {
-			return err
-		}
-		if ok, err := p.store.Persistent(ctx); errors.Is(err, checkpoint.ErrAuth) {
-			return err
-		} else if err == nil && !ok {
-			p.log.Warn("Redis does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; enable appendonly yes")
-		}
-		if policy, max, err := p.store.MaxMemoryPolicy(ctx); err == nil {
-			if ttl, err := p.store.TTL(ctx); err == nil {
-				if risk := checkpoint.EvictionRisk(policy, max, ttl); risk != "" {
-					p.log.Error("Redis may evict the checkpoint: "+risk, zap.String("key", p.store.Key()), zap.String("redis", p.cfg.Checkpoint.Where()))
-				}
-			}
-		}
-		if p.mirror != nil {
-			created, err := p.mirror.Ensure(ctx)
-			if err != nil {
-				return err
-			}
-			if created {
-				p.log.Info("created the checkpoint mirror topic (cleanup.policy compact)", zap.String("topic", p.mirror.Topic()))
-			}
-		}
-	}
-	ident := checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()}
-	var cp, mcp *checkpoint.Checkpoint // Redis's, and the mirror's when Redis has none
-	if !p.known {
-		if cp, err = p.store.Load(ctx); err != nil {
-			return err
-		}
-		if cp == nil && p.mirror != nil {
-			if mcp, err = p.loadMirror(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	if err := p.checkPartitions(ctx, cmp.Or(cp, mcp)); err != nil {
+	st := &startState{n: n, srv: srv, ident: checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()},
+		from: p.resume, saved: p.resume}
+	if err := p.runPhases(ctx, p.startPhases(), st); err != nil {
 		return err
 	}
-	cpw := p.writer(ident, p.parts, p.known || cp != nil)
-	from := p.resume
-	saved := from
-	if !p.known {
-		var of *checkpoint.Source
-		if from, of, err = p.first(ctx, srv, cp, mcp, cpw); err != nil {
-			return err
-		}
-		// A stored checkpoint: of this server's binlog history? (history.go)
-		if of != nil {
-			if err := p.checkHistory(srv, from, sameServer(*of, ident), false); err != nil {
-				return err
-			}
-		}
-		saved = from
-		p.resume, p.known = from, true
-	} else {
-		// The acknowledged position, read from the server of the previous
-		// attempt (p.resumeOf): the server may have been reset or
-		// replaced since.
-		if err := p.checkHistory(srv, from, sameServer(p.resumeOf, ident), true); err != nil {
-			return err
-		}
-		if cfg.Kafka.ExactlyOnce() {
-			if from, err = p.committedResume(ctx, srv, from); err != nil { // exactly.go
-				return err
-			}
-			p.resume = from
-		}
-	}
-	p.resumeOf = ident
-	// A stored position written by an older version may lack MariaDB GTID
-	// domains known only from the binlog's history (Gtid_list): complete
-	// it, so that neither the purged check nor the reader miss them.
-	if from, err = srv.CompleteGTIDSet(from); err != nil {
-		return err
-	}
-	// source.archive: catch up from archived binlogs the server purged.
-	if from, saved, err = p.catchUp(ctx, srv, cpw, from, saved); err != nil {
-		return err
-	}
-	// The binlog after from still on the server? (source.on-purged)
-	var skipped bool
-	if from, skipped, err = p.checkResume(ctx, srv, cpw, from); err != nil {
-		return err
-	} else if skipped {
-		saved = from
-	}
+	from, saved := st.from, st.saved
 	tables, cols, err := Tables(cfg, srv)
 	if err != nil {
 		return err
@@ -406,7 +292,7 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	if files, err := srv.BinaryLogSizes(); err == nil && len(files) > 0 {
 		last := files[len(files)-1]
 		if n, _, ok := binlog.Span(files, from, binlog.Position{File: last.Name, Pos: uint32(min(last.Size, 1<<32-1))}); ok {
-			p.obs.SetBytesBehind(n)
+			p.obs.Lag.SetBytesBehind(n)
 			atEnd = n == 0 && binlog.ComparePos(from, saved) == 0
 		}
 	}
@@ -415,7 +301,123 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	reader.SetBudget(budget)
 	srv.Close()
-	return p.stream(ctx, "reader", reader, budget, cpw, saved, atEnd)
+	return p.stream(ctx, "reader", reader, budget, st.cpw, saved, atEnd)
+}
+
+// preflight (the first pipeline start of the process): the server's
+// settings (Server.Check), Redis's persistence and eviction policy, and
+// the checkpoint mirror topic (created when missing).
+func (p *Publisher) preflight(ctx context.Context, st *startState) (step, error) {
+	if st.n > 0 {
+		return step{}, nil
+	}
+	if err := st.srv.Check(ctx); err != nil {
+		return step{}, err
+	}
+	if ok, err := p.store.Persistent(ctx); errors.Is(err, checkpoint.ErrAuth) {
+		return step{}, err
+	} else if err == nil && !ok {
+		p.log.Warn("Redis does not persist (appendonly no, no save points): a Redis restart loses the checkpoint; enable appendonly yes")
+	}
+	if policy, max, err := p.store.MaxMemoryPolicy(ctx); err == nil {
+		if ttl, err := p.store.TTL(ctx); err == nil {
+			if risk := checkpoint.EvictionRisk(policy, max, ttl); risk != "" {
+				p.log.Error("Redis may evict the checkpoint: "+risk, zap.String("key", p.store.Key()), zap.String("redis", p.cfg.Checkpoint.Where()))
+			}
+		}
+	}
+	if p.mirror != nil {
+		created, err := p.mirror.Ensure(ctx)
+		if err != nil {
+			return step{}, err
+		}
+		if created {
+			p.log.Info("created the checkpoint mirror topic (cleanup.policy compact)", zap.String("topic", p.mirror.Topic()))
+		}
+	}
+	return step{}, nil
+}
+
+// load reads the stored checkpoint at the first pipeline start: Redis's,
+// and the mirror's copy when Redis has none.
+func (p *Publisher) load(ctx context.Context, st *startState) (step, error) {
+	if p.known {
+		return step{}, nil
+	}
+	var err error
+	if st.cp, err = p.store.Load(ctx); err != nil {
+		return step{}, err
+	}
+	if st.cp == nil && p.mirror != nil {
+		if st.mcp, err = p.loadMirror(ctx); err != nil {
+			return step{}, err
+		}
+	}
+	return step{}, nil
+}
+
+// partitionPhase guards the partition counts (checkPartitions) and makes
+// this start's checkpoint writer, which applies an accepted change.
+func (p *Publisher) partitionPhase(ctx context.Context, st *startState) (step, error) {
+	cp := cmp.Or(st.cp, st.mcp)
+	in, err := p.checkPartitions(ctx, cp)
+	if err != nil {
+		return step{}, err
+	}
+	st.cpw = p.writer(st.ident, p.parts, p.known || st.cp != nil)
+	if in == nil {
+		return step{}, nil
+	}
+	return step{writes: []checkpoint.Intent{*in}, applied: func() {
+		p.log.Info("new partition counts stored with the checkpoint", zap.String("key", p.store.Key()), zap.Any("partitions", in.Partitions))
+	}}, nil
+}
+
+// resolve decides where this start begins: at the first pipeline start
+// Decide (first), whose writes it wants; at a restart the acknowledged
+// position, read from the server of the previous attempt (p.resumeOf).
+func (p *Publisher) resolve(ctx context.Context, st *startState) (step, error) {
+	if p.known {
+		st.restart, st.of = true, &p.resumeOf
+		return step{}, nil
+	}
+	return p.first(ctx, st)
+}
+
+// historyPhase checks the position resolved against the server's binlog
+// history (history.go): a stored checkpoint at the first start (the
+// server may not be the one it was written for), the acknowledged
+// position at a restart (the server may have been reset or replaced
+// since); a start option just resolved on the server is not checked. At a
+// restart with exactly-once, the position moves past the last committed
+// transaction (committedResume). Then the position's GTID set is
+// completed (Server.CompleteGTIDSet).
+func (p *Publisher) historyPhase(ctx context.Context, st *startState) (step, error) {
+	if st.of != nil {
+		if err := p.checkHistory(st.srv, st.from, sameServer(*st.of, st.ident), st.restart); err != nil {
+			return step{}, err
+		}
+	}
+	if !st.restart {
+		st.saved = st.from
+		p.resume, p.known = st.from, true
+	} else if p.cfg.Kafka.ExactlyOnce() {
+		from, err := p.committedResume(ctx, st.srv, st.from) // exactly.go
+		if err != nil {
+			return step{}, err
+		}
+		st.from, p.resume = from, from
+	}
+	p.resumeOf = st.ident
+	// A stored position written by an older version may lack MariaDB GTID
+	// domains known only from the binlog's history (Gtid_list): complete
+	// it, so that neither the purged check nor the reader miss them.
+	from, err := st.srv.CompleteGTIDSet(st.from)
+	if err != nil {
+		return step{}, err
+	}
+	st.from = from
+	return step{}, nil
 }
 
 // progress follows the reader and the acknowledgements to tell the
@@ -435,7 +437,7 @@ type progress struct {
 // Streaming implements binlog.Observer.
 func (g *progress) Streaming() {
 	g.p.setPhase(health.Streaming, "")
-	g.p.obs.SourceState(true, g.atEnd)
+	g.p.obs.Lag.SourceState(true, g.atEnd)
 	g.p.tick()
 }
 
@@ -445,9 +447,9 @@ func (g *progress) Idle(at binlog.Position) {
 	g.idle = at
 	caught := binlog.ComparePos(g.acked, at) >= 0
 	g.mu.Unlock()
-	g.p.obs.SourceState(true, caught)
+	g.p.obs.Lag.SourceState(true, caught)
 	if caught {
-		g.p.obs.SetBytesBehind(0)
+		g.p.obs.Lag.SetBytesBehind(0)
 	}
 	g.p.tick()
 }
@@ -466,7 +468,7 @@ func (g *progress) ack(a sink.Ack) {
 	caught := !g.idle.IsZero() && binlog.ComparePos(a.End, g.idle) >= 0
 	g.mu.Unlock()
 	if caught {
-		g.p.obs.SourceState(true, true)
+		g.p.obs.Lag.SourceState(true, true)
 	}
 	g.p.tick()
 }
@@ -496,7 +498,7 @@ func legacy(cfg config.Config) bool {
 }
 
 // Tables is Checked without the tables found: what the reader needs.
-func Tables(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []string, error) {
+func Tables(cfg config.Config, srv tableServer) (*binlog.TableSet, []string, error) {
 	tables, _, cols, err := Checked(cfg, srv)
 	return tables, cols, err
 }
@@ -505,7 +507,7 @@ func Tables(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []string, 
 // start, for the metrics: source.schema/source.table, or those of
 // source.tables on the server now (none when they cannot be read: Tables
 // reports why).
-func tableNames(cfg config.Config, srv *binlog.Server) []string {
+func tableNames(cfg config.Config, srv tableServer) []string {
 	ts, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
 	if err != nil {
 		return nil
@@ -521,13 +523,15 @@ func tableNames(cfg config.Config, srv *binlog.Server) []string {
 	return names
 }
 
-// first decides where the first pipeline start begins (Decide) and
-// returns the position to stream from, stored as the checkpoint, and
-// when it is a stored checkpoint's (Redis's or the mirror's), the server
-// that checkpoint was written for (nil for a start option or a backfill:
-// a position just resolved on the server).
-func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *checkpoint.Checkpoint, cpw *checkpoint.Writer) (binlog.Position, *checkpoint.Source, error) {
+// first decides where the first pipeline start begins (Decide): it sets
+// st.from, the position to stream from, and, when it is a stored
+// checkpoint's (Redis's or the mirror's), st.of, the server that
+// checkpoint was written for (nil for a start option or a backfill: a
+// position just resolved on the server); the step wants the position
+// stored as the checkpoint unless it was already (a Redis resume).
+func (p *Publisher) first(ctx context.Context, st *startState) (step, error) {
 	cfg := p.cfg
+	srv, cp, mcp := st.srv, st.cp, st.mcp
 	var err error
 	f := Facts{Checkpoint: cp, Key: p.store.Key(), Server: checkpoint.Source{ServerID: srv.ServerID(), ServerUUID: srv.ServerUUID(), Flavor: srv.Flavor()},
 		PositionMode: cfg.Source.PositionMode, Start: cfg.Source.Start, ExplicitStart: p.opts.ExplicitStart,
@@ -542,25 +546,25 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 	if cfg.Kafka.ExactlyOnce() {
 		f.ExactlyOnce = true
 		if f.Committed, err = p.committed(ctx); err != nil { // exactly.go
-			return binlog.Position{}, nil, err
+			return step{}, err
 		}
 	}
 	if NeedsHeads(f) {
-		heads, err := sink.NewestHeaders(ctx, cfg.Kafka, f.Topic)
+		heads, err := p.topics.NewestHeaders(ctx, f.Topic)
 		if err != nil {
-			return binlog.Position{}, nil, err
+			return step{}, err
 		}
 		f.Heads = heads
 	}
 	if cp != nil {
-		p.obs.SeedCommitTime(cp.EventTime)
+		p.obs.Lag.SeedCommitTime(cp.EventTime)
 	}
-	p.obs.SetTables(tableNames(cfg, srv)...)
+	p.obs.Series.SetTables(tableNames(cfg, srv)...)
 	if !f.Template {
-		p.obs.InitTopics(f.Topic)
+		p.obs.Series.InitTopics(f.Topic)
 	}
 	if cfg.Kafka.OnPoison == sink.PolicyDeadLetter {
-		p.obs.SetDeadLetterTopic(cfg.Kafka.DeadLetterTopic)
+		p.obs.Series.SetDeadLetterTopic(cfg.Kafka.DeadLetterTopic)
 	}
 	d, err := Decide(f)
 	for _, n := range d.Notes {
@@ -571,50 +575,46 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 		}
 	}
 	if err != nil {
-		return binlog.Position{}, nil, err
+		return step{}, err
 	}
 	switch d.Action {
 	case Resume:
-		from := cp
+		st.from = d.At
+		stored := cp
+		var s step
 		if d.FromMirror {
-			from = f.Mirror
-			if f.Mirror.Partitions != nil {
-				cpw.SetPartitions(f.Mirror.Partitions)
-			}
-			if err := cpw.Write(ctx, d.At); err != nil {
-				return binlog.Position{}, nil, err
-			}
+			stored = f.Mirror
+			s.writes = []checkpoint.Intent{{Why: "mirror resume", At: d.At, Partitions: f.Mirror.Partitions}}
 		}
-		return d.At, &checkpoint.Source{ServerID: from.ServerID, ServerUUID: from.ServerUUID, Flavor: from.Flavor}, nil
+		st.of = &checkpoint.Source{ServerID: stored.ServerID, ServerUUID: stored.ServerUUID, Flavor: stored.Flavor}
+		return s, nil
 	case Backfill:
-		at, err := p.backfill(ctx, srv, cpw)
-		return at, nil, err
+		return p.backfill(ctx, st)
 	}
-	st, err := binlog.ParseStart(d.Start)
+	start, err := binlog.ParseStart(d.Start)
 	if err != nil {
-		return binlog.Position{}, nil, fmt.Errorf("%w: %w", ErrRecover, err)
+		return step{}, fmt.Errorf("%w: %w", ErrRecover, err)
 	}
-	from, err := p.resolveStart(srv, st)
+	from, err := p.resolveStart(srv, start)
 	if err != nil {
-		return binlog.Position{}, nil, fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
+		return step{}, fmt.Errorf("no checkpoint under Redis key %s: %w", p.store.Key(), err)
 	}
 	// A start the server cannot serve (purged, a GTID set it does not
 	// know) is refused before it is stored: a corrected --start then still
 	// applies.
 	if pg, err := srv.CheckResume(from); err != nil {
-		return binlog.Position{}, nil, err
+		return step{}, err
 	} else if pg != nil && (cfg.Source.OnPurged == "" || cfg.Source.OnPurged == binlog.OnPurgedFail) && cfg.Source.Archive == "" {
-		return binlog.Position{}, nil, fmt.Errorf("start %s: %w", from.Text(), pg.Err())
+		return step{}, fmt.Errorf("start %s: %w", from.Text(), pg.Err())
 	}
 	// Store the start at once: a crash before the first acknowledgement
 	// then resumes here instead of finding no checkpoint (and a later
 	// "latest" would skip what came since).
-	if err := cpw.Write(ctx, from); err != nil {
-		return binlog.Position{}, nil, err
-	}
-	p.log.Info(startedMsg(d, f.Start), zap.String("key", p.store.Key()),
-		zap.String("start", d.Start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
-	return from, nil, nil
+	st.from = from
+	return step{writes: []checkpoint.Intent{write("first start", from)}, applied: func() {
+		p.log.Info(startedMsg(d, f.Start), zap.String("key", p.store.Key()),
+			zap.String("start", d.Start), zap.String("file", from.File), zap.Uint32("pos", from.Pos), zap.String("gtid_set", from.GTIDSet))
+	}}, nil
 }
 
 // stream runs src → writer → committer with Run, keeping p.resume at the
@@ -622,10 +622,10 @@ func (p *Publisher) first(ctx context.Context, srv *binlog.Server, cp, mcp *chec
 func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, cpw *checkpoint.Writer, saved binlog.Position, atEnd bool) error {
 	cfg := p.cfg
 	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router, cfg.ReservedTopics()), router.Balancer(), p.log)
-	writer.SetObserver(p.obs)
+	writer.SetObserver(p.obs.Sink)
 	writer.PinPartitions(p.parts)
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)
-	committer.SetObserver(p.obs)
+	committer.SetObserver(p.obs.Checkpoint)
 	prog := &progress{p: p, acked: saved, atEnd: atEnd}
 	if atEnd {
 		prog.idle = saved
@@ -641,11 +641,9 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 		writer.SetPace(pace)
 		r.SetObserver(prog)
 		r.SetFileObserver(files)
-		if h, ok := p.obs.(HeardObserver); ok {
-			// A caught-up source silent for two heartbeats and a second is
-			// frozen, not idle.
-			h.SetHeard(r.LastHeard, 2*cfg.Source.HeartbeatPeriod+time.Second)
-		}
+		// A caught-up source silent for two heartbeats and a second is
+		// frozen, not idle.
+		p.obs.Heard.SetHeard(r.LastHeard, 2*cfg.Source.HeartbeatPeriod+time.Second)
 		measuring.Go(func() error { p.measure(mctx, committer, prog, files); return nil })
 	}
 	err := Run(ctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
@@ -678,8 +676,9 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 // them with those stored with cp (first pipeline start) or read at the
 // previous pipeline start (restarts, cp nil). A change refuses to start
 // (ErrPartitionsChanged), except at the first start with
-// --accept-partition-change, which stores the new counts at once.
-func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoint) error {
+// --accept-partition-change, which wants the new counts stored at once
+// (the intent returned, with the checkpoint's own position and server).
+func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoint) (*checkpoint.Intent, error) {
 	var ref map[string]int
 	var topics []string
 	if p.parts != nil {
@@ -691,7 +690,7 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 		}
 		var err error
 		if topics, err = RoutedTopics(ctx, p.cfg); err != nil {
-			return err
+			return nil, err
 		}
 		for t := range ref {
 			if !slices.Contains(topics, t) {
@@ -699,35 +698,32 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 			}
 		}
 	}
-	now, err := PartitionCounts(ctx, p.cfg.Kafka, topics)
+	now, err := p.topics.PartitionCounts(ctx, topics)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if t := p.cfg.Router.Topic; p.parts == nil && !strings.Contains(t, "{") && !p.cfg.Kafka.AllowAutoTopicCreation && legacy(p.cfg) {
 		if _, ok := now[t]; !ok {
-			return fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), or set kafka.allow-auto-topic-creation: true",
+			return nil, fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), or set kafka.allow-auto-topic-creation: true",
 				ErrTopicMissing, t, strings.Join(p.cfg.Kafka.Brokers, ","), t)
 		}
 	}
 	changes := PartitionChanges(ref, now)
 	first := p.parts == nil
 	if len(changes) > 0 && (!first || !p.opts.AcceptPartitionChange) {
-		return PartitionChangeError(p.store.Key(), changes)
+		return nil, PartitionChangeError(p.store.Key(), changes)
 	}
 	p.parts = now
-	if len(changes) > 0 {
-		for _, c := range changes {
-			p.log.Warn("partition count change accepted (--accept-partition-change): per-conversation order is not kept across it",
-				zap.String("topic", c.Topic), zap.Int("stored", c.Stored), zap.Int("now", c.Now))
-		}
-		// Stored at once, with the checkpoint's own position and server.
-		w := p.writer(checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor}, now, true)
-		if err := w.Write(ctx, cp.Position()); err != nil {
-			return err
-		}
-		p.log.Info("new partition counts stored with the checkpoint", zap.String("key", p.store.Key()), zap.Any("partitions", now))
+	if len(changes) == 0 {
+		return nil, nil
 	}
-	return nil
+	for _, c := range changes {
+		p.log.Warn("partition count change accepted (--accept-partition-change): per-conversation order is not kept across it",
+			zap.String("topic", c.Topic), zap.Int("stored", c.Stored), zap.Int("now", c.Now))
+	}
+	// Stored at once, with the checkpoint's own position and server.
+	return &checkpoint.Intent{Why: "partition change", At: cp.Position(), Partitions: now,
+		Source: &checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor}}, nil
 }
 
 // writer returns a checkpoint Writer for the server src carrying the
@@ -749,20 +745,3 @@ func (p *Publisher) writer(src checkpoint.Source, parts map[string]int, existed 
 	}
 	return w
 }
-
-type nopObserver struct{}
-
-func (nopObserver) Produced([]kafka.Message, time.Duration, error) {}
-func (nopObserver) Acked(binlog.Position)                          {}
-func (nopObserver) Restarted()                                     {}
-func (nopObserver) PurgedSkip() uint64                             { return 0 }
-func (nopObserver) SourceState(bool, bool)                         {}
-func (nopObserver) SeedCommitTime(time.Time)                       {}
-func (nopObserver) SetBytesBehind(int64)                           {}
-func (nopObserver) SetRetentionHeadroom(int64, time.Duration)      {}
-func (nopObserver) InitTopics(...string)                           {}
-func (nopObserver) SetTables(...string)                            {}
-func (nopObserver) SetDeadLetterTopic(string)                      {}
-func (nopObserver) PoisonStopped(sink.Reason)                      {}
-func (nopObserver) CheckpointSaved(binlog.Position)                {}
-func (nopObserver) CheckpointFailed()                              {}

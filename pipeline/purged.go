@@ -9,34 +9,35 @@ import (
 	"go.uber.org/zap"
 )
 
-// checkResume checks that the server still has what lies after from
+// purgedPhase checks that the server still has what lies after st.from
 // (binlog.Server.CheckResume). When it was purged, source.on-purged
 // decides: fail returns the ErrPositionUnavailable error naming the
 // stored and the oldest available position; earliest and latest resume
-// there with a Warn, store the new position as the checkpoint at once and
-// report skipped. A position in the oldest binlog file (the next purge
-// removes it) is logged as a Warn.
-func (p *Publisher) checkResume(ctx context.Context, srv *binlog.Server, cpw *checkpoint.Writer, from binlog.Position) (binlog.Position, bool, error) {
+// there with a Warn and want the new position stored as the checkpoint at
+// once (then it is st.from and st.saved). A position in the oldest
+// binlog file (the next purge removes it) is logged as a Warn.
+func (p *Publisher) purgedPhase(ctx context.Context, st *startState) (step, error) {
+	srv, from := st.srv, st.from
 	pg, err := srv.CheckResume(from)
 	if err != nil {
-		return from, false, err
+		return step{}, err
 	}
 	if pg == nil {
 		p.warnHeadroom(srv, from)
-		return from, false, nil
+		return step{}, nil
 	}
 	policy := p.cfg.Source.OnPurged
 	if policy == "" || policy == binlog.OnPurgedFail {
-		return from, false, pg.Err()
+		return step{}, pg.Err()
 	}
 	to, err := srv.Skip(pg, policy)
 	if err != nil {
-		return from, false, err
+		return step{}, err
 	}
 	fields := []zap.Field{
 		zap.String("key", p.store.Key()), zap.String("on_purged", policy),
 		zap.String("stored", from.Text()), zap.String("oldest_available", pg.Oldest.Text()), zap.String("resume", to.Text()),
-		zap.Uint64("purged_skips", p.obs.PurgedSkip()),
+		zap.Uint64("purged_skips", p.obs.Stops.PurgedSkip()),
 	}
 	if pg.FilesPurged >= 0 {
 		fields = append(fields, zap.Int("files_purged", pg.FilesPurged))
@@ -57,17 +58,16 @@ func (p *Publisher) checkResume(ctx context.Context, srv *binlog.Server, cpw *ch
 	}
 	p.log.Warn("the checkpoint's binlog was purged from the server: resuming at the "+policy+" position (source.on-purged); "+
 		"the outbox events in between are NOT published (purged bytes unknown; see docs/operations.md, purged binlogs)", fields...)
-	if err := cpw.Write(ctx, binlog.Position{File: to.File, Pos: to.Pos, GTIDSet: to.GTIDSet}); err != nil {
-		return from, false, err
-	}
-	p.resume = to
-	return to, true, nil
+	return step{writes: []checkpoint.Intent{write("on-purged skip", binlog.Position{File: to.File, Pos: to.Pos, GTIDSet: to.GTIDSet})}, applied: func() {
+		p.resume = to
+		st.from, st.saved = to, to
+	}}, nil
 }
 
 // warnHeadroom logs a Warn when from lies in the oldest binlog file the
 // server keeps: the next purge (binlog expiry, PURGE BINARY LOGS) takes it.
 // It is rate-limited to once per 10 minutes across pipeline restarts.
-func (p *Publisher) warnHeadroom(srv *binlog.Server, from binlog.Position) {
+func (p *Publisher) warnHeadroom(srv server, from binlog.Position) {
 	if from.File == "" {
 		return
 	}

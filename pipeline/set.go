@@ -118,7 +118,7 @@ func SetCheckpoint(ctx context.Context, cfg config.Config, st binlog.Start, forc
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%v: a lost Redis key would resume from the older copy", err))
 		})
 	}
-	if err := w.Write(ctx, binlog.Position{File: pos.File, Pos: pos.Pos, GTIDSet: pos.GTIDSet}); err != nil {
+	if _, err := applyIntents(ctx, w, log, []checkpoint.Intent{write("checkpoint set", binlog.Position{File: pos.File, Pos: pos.Pos, GTIDSet: pos.GTIDSet})}); err != nil {
 		return res, err
 	}
 	res.New, err = store.Load(ctx)
@@ -181,20 +181,29 @@ func LoadStored(ctx context.Context, cfg config.Config, log *zap.Logger) (Stored
 
 // DeleteStored deletes the checkpoint from Redis and writes a tombstone
 // for its copy in the mirror, so that the next run starts from its start
-// option. It reports whether the Redis key existed.
-func DeleteStored(ctx context.Context, cfg config.Config, log *zap.Logger) (bool, error) {
+// option: a "checkpoint reset" intent, applied like every other checkpoint
+// write (applyIntents). It refuses (a *RefusedError wrapping
+// ErrPublisherRunning and checkpoint.ErrHeld) while an instance holds the
+// source's lease, unless force: checked in the same atomic step as the
+// delete. It reports whether the Redis key existed.
+func DeleteStored(ctx context.Context, cfg config.Config, force bool, log *zap.Logger) (bool, error) {
 	store := checkpoint.NewStore(cfg.Checkpoint)
 	defer store.Close()
-	existed, err := store.Delete(ctx)
-	if err != nil {
-		return false, err
-	}
+	w := checkpoint.NewWriter(store, checkpoint.Source{}, nil)
+	w.SetForce(force)
 	if cfg.Checkpoint.MirrorTopic != "" {
 		m := sink.NewMirror(cfg.Kafka, cfg.Checkpoint.MirrorTopic, log)
 		defer m.Close()
-		if err := m.Delete(ctx, cfg.Checkpoint.Key); err != nil {
-			return existed, fmt.Errorf("the Redis key is deleted, but its copy in %s is not (%w): the next run would resume from the copy; run reset again once Kafka is reachable", cfg.Checkpoint.MirrorTopic, err)
-		}
+		w.SetMirror(m, 0, nil)
 	}
-	return existed, nil
+	done, err := applyIntents(ctx, w, log, []checkpoint.Intent{{Why: "checkpoint reset", Delete: true}})
+	switch {
+	case errors.Is(err, checkpoint.ErrHeld):
+		return false, &RefusedError{fmt.Errorf("%w: %w", ErrPublisherRunning, err)}
+	case errors.Is(err, checkpoint.ErrTombstone):
+		return true, fmt.Errorf("%w (mirror topic %s): the next run would resume from the copy; run reset again once Kafka is reachable", err, cfg.Checkpoint.MirrorTopic)
+	case err != nil:
+		return false, err
+	}
+	return done[0].Existed, nil
 }

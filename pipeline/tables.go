@@ -14,7 +14,7 @@ import (
 // tables found with their compiled mappings (none for the im table read
 // without a mapping, TableSet.Legacy); and the single table's column names
 // (Server.Columns) for binlogs without them, none with source.tables.
-func Checked(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []*binlog.Table, []string, error) {
+func Checked(cfg config.Config, srv tableServer) (*binlog.TableSet, []*binlog.Table, []string, error) {
 	tables, err := binlog.NewTableSet(cfg.Source, cfg.Router.Topic)
 	if err != nil {
 		return nil, nil, nil, err
@@ -28,4 +28,10 @@ func Checked(cfg config.Config, srv *binlog.Server) (*binlog.TableSet, []*binlog
 	}
 	cols, err := srv.Columns()
 	return tables, found, cols, err
+}
+
+// tableServer is what Checked asks the server (*binlog.Server).
+type tableServer interface {
+	CheckTables(ts *binlog.TableSet) ([]*binlog.Table, error)
+	Columns() ([]string, error)
 }

@@ -7,12 +7,13 @@ import (
 	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/segmentio/kafka-go"
 )
 
 // Header names set on every record.
 const (
-	HeaderEventID    = "event_id"
+	HeaderEventID    = mapping.HeaderEventID
 	HeaderEventType  = "event_type"
 	HeaderMessageID  = "message_id"
 	HeaderSeqNo      = "seq_no"
@@ -36,7 +37,7 @@ const placeholder = "{event_type}"
 // Config configures routing.
 type Config struct {
 	// Topic is a fixed topic name or a template containing {event_type}.
-	Topic string `yaml:"topic" env:"TOPIC"`
+	Topic string `yaml:"topic" env:"TOPIC" doc:"The topic of every record (a preset or a mapping without a topic of its own): a name, or a template with {event_type}." rule:"required; a valid topic name, {event_type} the only placeholder; not the dead-letter or mirror topic"`
 }
 
 // DefaultConfig returns the defaults.

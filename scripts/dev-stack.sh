@@ -43,6 +43,14 @@
 #   CDC_STACK_TIMEOUT [120] seconds to wait for each service
 #   CDC_KAFKA_CLUSTER_PORT [39292]  cluster node N listens on PORT+N-1, its controller on PORT+2+N
 #   CDC_KAFKA_CLUSTER_SESSION_TIMEOUT_MS [9000]  broker.session.timeout.ms (Kafka's fencing time)
+#   up-secure's servers: CDC_SECURE_MYSQL_PORT [33317] (TLS MariaDB)  CDC_SECURE_REDIS_PORT [36380] (TLS Redis)
+#     CDC_SECURE_KAFKA_PORT [39192] (PLAINTEXT, inter-broker)  CDC_SECURE_KAFKA_SASL_PORT [39193] (SASL_SSL)
+#     CDC_SECURE_KAFKA_MTLS_PORT [39194] (SSL, client certificate required)
+#     CDC_SECURE_KAFKA_EXPIRED_PORT [39195] (SSL, expired certificate)  CDC_SECURE_KAFKA_CONTROLLER_PORT [39196]
+#     certificates in $CDC_STACK_DIR/secure/tls, random passwords in $CDC_STACK_DIR/secure/secrets
+#     (mysql-root, redis, kafka; mode 0600); env then exports CDC_SECURE_DIR, CDC_SECURE_MYSQL_ADDR,
+#     CDC_SECURE_REDIS_ADDR, CDC_SECURE_REDIS_USER, CDC_SECURE_KAFKA_{PLAINTEXT,SASL_SSL,MTLS,EXPIRED},
+#     CDC_SECURE_KAFKA_USER
 #
 # MariaDB 10.11 and Redis come from the host's Debian packages (apt-get), MySQL 9.7 and
 # MariaDB 11.8 from Debian roots made with debootstrap (cached), Kafka (KRaft, single

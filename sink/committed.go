@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"errors"
-	"io"
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -61,11 +60,11 @@ func committedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[
 // record (nil: none), looking back from the last stable offset in windows
 // growing 8 times, 64 offsets first.
 func newestCommitted(ctx context.Context, bc *brokerConn, topic string, partition int32, timeout time.Duration) (map[string]string, error) {
-	first, err := listOffset(ctx, bc, topic, partition, -2, timeout)
+	first, err := listOffset(ctx, bc, topic, partition, -2, 1, timeout)
 	if err != nil {
 		return nil, err
 	}
-	lso, err := listOffset(ctx, bc, topic, partition, -1, timeout)
+	lso, err := listOffset(ctx, bc, topic, partition, -1, 1, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +80,11 @@ func newestCommitted(ctx context.Context, bc *brokerConn, topic string, partitio
 	}
 }
 
-// listOffset returns the partition's earliest (at -2) or last stable
-// offset (at -1; ListOffsets with isolation level read_committed, KIP-98).
-func listOffset(ctx context.Context, bc *brokerConn, topic string, partition int32, at int64, timeout time.Duration) (int64, error) {
-	res, err := bc.roundTrip(ctx, &listAPI.Request{ReplicaID: -1, IsolationLevel: 1,
+// listOffset returns the partition's earliest (at -2) or last offset (at
+// -1: with isolation level 1, read_committed, the last stable offset;
+// with 0 the high watermark; KIP-98).
+func listOffset(ctx context.Context, bc *brokerConn, topic string, partition int32, at int64, isolation int8, timeout time.Duration) (int64, error) {
+	res, err := bc.roundTrip(ctx, &listAPI.Request{ReplicaID: -1, IsolationLevel: isolation,
 		Topics: []listAPI.RequestTopic{{Topic: topic, Partitions: []listAPI.RequestPartition{{Partition: partition, CurrentLeaderEpoch: -1, Timestamp: at}}}}}, timeout)
 	if err != nil {
 		return 0, err
@@ -105,14 +105,10 @@ func listOffset(ctx context.Context, bc *brokerConn, topic string, partition int
 
 // lastCommitted fetches [from, lso) with isolation level read_committed
 // and returns the headers of the last record that is neither a marker nor
-// of an aborted transaction (the answer's aborted transactions, applied
-// as the Java consumer does: a producer's records from an aborted
-// transaction's first offset up to its abort marker), nil when none. It
-// fetches again from after the last batch read until lso is reached.
+// of an aborted transaction (committedRecords), nil when none. It fetches
+// again from after the last batch read until lso is reached.
 func lastCommitted(ctx context.Context, bc *brokerConn, topic string, partition int32, from, lso int64, timeout time.Duration) (map[string]string, error) {
 	var h map[string]string
-	aborting := map[int64]bool{} // producers inside an aborted transaction
-	var aborted []fetchAPI.ResponseTransaction
 	for offset := from; offset < lso; {
 		res, err := bc.roundTrip(ctx, &fetchAPI.Request{ReplicaID: -1, MaxWaitTime: 100, MinBytes: 1, MaxBytes: 64 << 20, IsolationLevel: 1,
 			SessionEpoch: -1, Topics: []fetchAPI.RequestTopic{{Topic: topic, Partitions: []fetchAPI.RequestPartition{{Partition: partition,
@@ -120,66 +116,21 @@ func lastCommitted(ctx context.Context, bc *brokerConn, topic string, partition 
 		if err != nil {
 			return nil, err
 		}
-		fr := res.(*fetchAPI.Response)
-		if fr.ErrorCode != 0 {
-			return nil, kafka.Error(fr.ErrorCode)
+		rp, err := fetchedPartition(res.(*fetchAPI.Response), topic, partition)
+		if err != nil {
+			return nil, err
 		}
-		var rp *fetchAPI.ResponsePartition
-		for i := range fr.Topics {
-			for j := range fr.Topics[i].Partitions {
-				if fr.Topics[i].Partitions[j].Partition == partition {
-					rp = &fr.Topics[i].Partitions[j]
+		next, err := committedRecords(rp, offset, true, func(r *protocol.Record) error {
+			if r.Offset < lso {
+				h = make(map[string]string, len(r.Headers))
+				for _, x := range r.Headers {
+					h[x.Key] = string(x.Value)
 				}
 			}
-		}
-		if rp == nil {
-			return nil, errors.New("no partition in the Fetch answer")
-		}
-		if rp.ErrorCode != 0 {
-			return nil, kafka.Error(rp.ErrorCode)
-		}
-		aborted = append(aborted, rp.AbortedTransactions...)
-		stream, _ := rp.RecordSet.Records.(*protocol.RecordStream)
-		if stream == nil || len(stream.Records) == 0 {
-			return h, nil
-		}
-		next := offset
-		for _, rr := range stream.Records {
-			switch b := rr.(type) {
-			case *protocol.ControlBatch:
-				next = max(next, b.BaseOffset+1)
-				delete(aborting, b.ProducerID) // the marker ends its transaction
-			case *protocol.RecordBatch:
-				for _, a := range aborted {
-					if a.ProducerID == b.ProducerID && a.FirstOffset <= b.BaseOffset {
-						aborting[b.ProducerID] = true
-					}
-				}
-				aborted = deleteFirsts(aborted, b.ProducerID, b.BaseOffset)
-				skip := b.Attributes.Transactional() && aborting[b.ProducerID]
-				for {
-					r, err := b.ReadRecord()
-					if err != nil {
-						if !errors.Is(err, io.EOF) {
-							return nil, err
-						}
-						break
-					}
-					next = max(next, r.Offset+1)
-					if !skip && r.Offset < lso {
-						h = make(map[string]string, len(r.Headers))
-						for _, x := range r.Headers {
-							h[x.Key] = string(x.Value)
-						}
-					}
-					if r.Key != nil {
-						r.Key.Close()
-					}
-					if r.Value != nil {
-						r.Value.Close()
-					}
-				}
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		if next <= offset {
 			return h, nil
@@ -187,17 +138,4 @@ func lastCommitted(ctx context.Context, bc *brokerConn, topic string, partition 
 		offset = next
 	}
 	return h, nil
-}
-
-// deleteFirsts drops the aborted transactions of producer pid that start
-// at or before offset (they are applied: aborting holds pid).
-func deleteFirsts(aborted []fetchAPI.ResponseTransaction, pid, offset int64) []fetchAPI.ResponseTransaction {
-	out := aborted[:0]
-	for _, a := range aborted {
-		if a.ProducerID == pid && a.FirstOffset <= offset {
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
 }

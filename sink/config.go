@@ -16,21 +16,21 @@ import (
 // Config configures the Kafka producer.
 type Config struct {
 	// Brokers are the bootstrap brokers, host:port.
-	Brokers []string `yaml:"brokers" env:"BROKERS"`
+	Brokers []string `yaml:"brokers" env:"BROKERS" doc:"The bootstrap brokers." rule:"at least one host:port"`
 	// BatchSize is the most records sent in one produce round.
-	BatchSize int `yaml:"batch-size" env:"BATCH_SIZE"`
+	BatchSize int `yaml:"batch-size" env:"BATCH_SIZE" doc:"The most records sent in one produce round." rule:"at least 1"`
 	// BatchBytes is the most bytes sent in one produce round, and the
 	// largest record accepted. Keep it at or below the broker's
 	// message.max.bytes (1048588 by default) and the topics' max.message.bytes.
-	BatchBytes int64 `yaml:"batch-bytes" env:"BATCH_BYTES"`
+	BatchBytes int64 `yaml:"batch-bytes" env:"BATCH_BYTES" doc:"The most bytes sent in one produce round, and the largest record accepted; keep it at or below the broker's message.max.bytes." rule:"at least 1024"`
 	// WriteTimeout bounds one produce request.
-	WriteTimeout time.Duration `yaml:"write-timeout" env:"WRITE_TIMEOUT"`
+	WriteTimeout time.Duration `yaml:"write-timeout" env:"WRITE_TIMEOUT" doc:"Bound on one produce request." rule:"> 0"`
 	// Idempotent makes the producer idempotent (KIP-98, as the Java
 	// client's enable.idempotence=true): the broker writes each batch
 	// once and in order whatever the retries, and up to 5 rounds may be
 	// in flight. The brokers must allow IDEMPOTENT_WRITE on the cluster
 	// (the default without ACLs). On by default.
-	Idempotent bool `yaml:"idempotent" env:"IDEMPOTENT"`
+	Idempotent bool `yaml:"idempotent" env:"IDEMPOTENT" doc:"Use the idempotent producer (KIP-98): each batch written once and in order whatever the retries; false for brokers or ACLs that refuse IDEMPOTENT_WRITE." rule:"true with delivery exactly-once"`
 	// Delivery is the delivery guarantee: DeliveryAtLeastOnce
 	// ("at-least-once", the default: the idempotent producer; a restart
 	// publishes the records after the checkpoint again) or
@@ -41,7 +41,7 @@ type Config struct {
 	// Idempotent and Kafka 3.6 or later (KIP-890 partition verification);
 	// one transaction is open at a time, holding up to MaxInFlight rounds
 	// in flight (TransactionInterval).
-	Delivery string `yaml:"delivery" env:"DELIVERY"`
+	Delivery string `yaml:"delivery" env:"DELIVERY" doc:"at-least-once (a restart publishes the records after the checkpoint again) or exactly-once (Kafka transactions, for read_committed consumers; docs/delivery.md)." rule:"at-least-once, exactly-once or empty (at-least-once)"`
 	// TransactionInterval is how long a Kafka transaction of exactly-once
 	// delivery stays open for more rounds (as Kafka Streams'
 	// commit.interval.ms): a round begun once it is this old commits the
@@ -52,13 +52,13 @@ type Config struct {
 	// round are acknowledged to the checkpoint only after the commit of
 	// its transaction. 0: one round per transaction. Default 100 ms; at
 	// most TransactionTimeout/2 (30 s).
-	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL"`
+	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL" doc:"How long a Kafka transaction of exactly-once delivery stays open for more produce rounds; 0: one round per transaction." rule:"0 to 30s"`
 	// TransactionalID is the Kafka transactional.id of exactly-once
 	// delivery; "" derives it from the checkpoint key
 	// (DefaultTransactionalID). Two publishers with the same id fence each
 	// other (the newer one wins: PRODUCER_FENCED stops the older), so it
 	// must be unique per source and stable across restarts.
-	TransactionalID string `yaml:"transactional-id" env:"TRANSACTIONAL_ID"`
+	TransactionalID string `yaml:"transactional-id" env:"TRANSACTIONAL_ID" doc:"The transactional.id of exactly-once delivery, unique per source and stable across restarts; empty: derived from checkpoint.key." rule:"only with delivery exactly-once; at most 249 characters, no NUL or newline"`
 	// txnID is the transactional id in use: set only by Transactional,
 	// for the publisher's own Writer (tools such as replay and dead-letter
 	// republish never take over the publisher's id).
@@ -66,7 +66,7 @@ type Config struct {
 	// DialTimeout bounds connecting to a broker, its API version
 	// handshake and a metadata request: how long a dead or paused broker
 	// can hold the producer before the next broker is tried.
-	DialTimeout time.Duration `yaml:"dial-timeout" env:"DIAL_TIMEOUT"`
+	DialTimeout time.Duration `yaml:"dial-timeout" env:"DIAL_TIMEOUT" doc:"Bound on connecting to a broker (with its handshake and a metadata request) before the next broker is tried." rule:"> 0"`
 	// MaxAttempts and DeliveryTimeout bound the retries of a batch that
 	// failed with a retriable error: it is sent again until it was tried
 	// MaxAttempts times and DeliveryTimeout passed since its first try
@@ -77,37 +77,37 @@ type Config struct {
 	// or paused broker after broker.session.timeout.ms (9 s by default)
 	// and moves its partitions' leadership, and the Producer follows. 0
 	// bounds the retries by MaxAttempts alone.
-	MaxAttempts     int           `yaml:"max-attempts" env:"MAX_ATTEMPTS"`
-	DeliveryTimeout time.Duration `yaml:"delivery-timeout" env:"DELIVERY_TIMEOUT"`
+	MaxAttempts     int           `yaml:"max-attempts" env:"MAX_ATTEMPTS" doc:"How many times a batch that failed with a retriable error is tried before the pipeline restarts from the checkpoint." rule:"at least 1"`
+	DeliveryTimeout time.Duration `yaml:"delivery-timeout" env:"DELIVERY_TIMEOUT" doc:"How long a failed batch is retried (with max-attempts) before the pipeline restarts from the checkpoint; 0: max-attempts alone." rule:">= 0"`
 	// Compression is none, gzip, snappy, lz4 or zstd.
-	Compression string `yaml:"compression" env:"COMPRESSION"`
+	Compression string `yaml:"compression" env:"COMPRESSION" doc:"The record batches' compression." rule:"none, gzip, snappy, lz4, zstd or empty (none)"`
 	// AllowAutoTopicCreation lets the broker create missing topics
 	// (with its default partition count).
-	AllowAutoTopicCreation bool `yaml:"allow-auto-topic-creation" env:"ALLOW_AUTO_TOPIC_CREATION"`
+	AllowAutoTopicCreation bool `yaml:"allow-auto-topic-creation" env:"ALLOW_AUTO_TOPIC_CREATION" doc:"Let the broker create missing topics with its default settings." rule:"-"`
 	// OnPoison is what to do with a poison record (see Check): PolicyFail
 	// ("fail", the default) stops the publisher with an error naming the
 	// event; PolicyDeadLetter ("dead-letter") writes a record to
 	// DeadLetterTopic in its place and carries on.
-	OnPoison string `yaml:"on-poison" env:"ON_POISON"`
+	OnPoison string `yaml:"on-poison" env:"ON_POISON" doc:"What a poison record (invalid JSON, too large, invalid or missing topic) does: fail stops the publisher, dead-letter writes it to dead-letter-topic and carries on (docs/poison.md)." rule:"fail or dead-letter"`
 	// DeadLetterTopic receives the dead-letter records under PolicyDeadLetter.
 	// Create it like the other topics; it must differ from router.topic,
 	// the mappings' topics and checkpoint.mirror-topic (config checks),
 	// and no record is routed to it (router.CheckTopic).
-	DeadLetterTopic string `yaml:"dead-letter-topic" env:"DEAD_LETTER_TOPIC"`
+	DeadLetterTopic string `yaml:"dead-letter-topic" env:"DEAD_LETTER_TOPIC" doc:"The topic receiving poison records under on-poison dead-letter." rule:"a valid topic name; required with on-poison dead-letter; not a topic records are routed to, nor checkpoint.mirror-topic"`
 	// MissingTopic is what a record for a topic that does not exist is:
 	// MissingTopicPoison ("poison", the default), a poison record
 	// (missing_topic) under OnPoison once the topic is still missing after
 	// MaxAttempts and DeliveryTimeout; MissingTopicCreate ("create"), the
 	// publisher creates it as TopicCreation says (refused: the publisher
 	// stops with the broker's reason). See docs/poison.md.
-	MissingTopic string `yaml:"missing-topic" env:"MISSING_TOPIC"`
+	MissingTopic string `yaml:"missing-topic" env:"MISSING_TOPIC" doc:"A record for a topic that does not exist: poison (a missing_topic poison record once it is still missing after the retries) or create (the publisher creates it as topic-creation says)." rule:"poison, create or empty (poison)"`
 	// TopicCreation: partitions, replication factor and configs of the
 	// topics created under MissingTopicCreate.
-	TopicCreation TopicCreation `yaml:"topic-creation" envPrefix:"TOPIC_CREATION_"`
+	TopicCreation TopicCreation `yaml:"topic-creation" envPrefix:"TOPIC_CREATION_" doc:"The topics created under missing-topic create."`
 	// TLS and SASL secure every Kafka connection of every command
 	// (security.go): producer, metadata and the partition readers.
-	TLS  secure.TLS `yaml:"tls" envPrefix:"TLS_"`
-	SASL SASL       `yaml:"sasl" envPrefix:"SASL_"`
+	TLS  secure.TLS `yaml:"tls" envPrefix:"TLS_" doc:"TLS for every Kafka connection of every command (SSL and SASL_SSL listeners)."`
+	SASL SASL       `yaml:"sasl" envPrefix:"SASL_" doc:"SASL login for every Kafka connection of every command."`
 }
 
 // Poison policies accepted in Config.OnPoison.

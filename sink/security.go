@@ -48,44 +48,44 @@ type SASL struct {
 	// Mechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or
 	// AWS_MSK_IAM; empty: no SASL. Use it with kafka.tls (a SASL_SSL listener); PLAIN
 	// without TLS sends the password in clear.
-	Mechanism string `yaml:"mechanism" env:"MECHANISM"`
+	Mechanism string `yaml:"mechanism" env:"MECHANISM" doc:"The SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM; empty: no SASL." rule:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or empty; required when another sasl key is set; PLAIN and AWS_MSK_IAM need kafka.tls.enabled"`
 	// Username and Password (or PasswordFile, read at each connection)
 	// for PLAIN and SCRAM.
-	Username     string `yaml:"username" env:"USERNAME"`
-	Password     string `yaml:"password" env:"PASSWORD"`
-	PasswordFile string `yaml:"password-file" env:"PASSWORD_FILE"`
+	Username     string `yaml:"username" env:"USERNAME" doc:"The user of PLAIN and SCRAM." rule:"required with PLAIN and SCRAM; not with AWS_MSK_IAM"`
+	Password     string `yaml:"password" env:"PASSWORD" secret:"password-file" doc:"The password of PLAIN and SCRAM." rule:"required with PLAIN and SCRAM (or password-file); not with password-file"`
+	PasswordFile string `yaml:"password-file" env:"PASSWORD_FILE" doc:"A file holding the password instead, read at each connection." rule:"a readable file; not with password"`
 	// TokenFile (OAUTHBEARER) holds the bearer token (a JWT), re-read at
 	// each connection so that a token refreshed by a sidecar is used.
-	TokenFile string `yaml:"token-file" env:"TOKEN_FILE"`
+	TokenFile string `yaml:"token-file" env:"TOKEN_FILE" doc:"OAUTHBEARER: a file holding the bearer token (a JWT), re-read at each connection." rule:"a readable file; OAUTHBEARER needs token-file or token-url, not both"`
 	// TokenURL (OAUTHBEARER): an OAuth 2.0 token endpoint; the token comes
 	// from the client credentials grant (RFC 6749 §4.4) with ClientID and
 	// ClientSecret (or ClientSecretFile) and the optional Scope, and is
 	// reused until a minute before it expires.
-	TokenURL         string `yaml:"token-url" env:"TOKEN_URL"`
-	ClientID         string `yaml:"client-id" env:"CLIENT_ID"`
-	ClientSecret     string `yaml:"client-secret" env:"CLIENT_SECRET"`
-	ClientSecretFile string `yaml:"client-secret-file" env:"CLIENT_SECRET_FILE"`
-	Scope            string `yaml:"scope" env:"SCOPE"`
+	TokenURL         string `yaml:"token-url" env:"TOKEN_URL" doc:"OAUTHBEARER: an OAuth 2.0 token endpoint; the token comes from the client credentials grant with client-id and client-secret." rule:"an http(s) URL; not with token-file"`
+	ClientID         string `yaml:"client-id" env:"CLIENT_ID" doc:"OAUTHBEARER: the client id of the client credentials grant." rule:"required with token-url"`
+	ClientSecret     string `yaml:"client-secret" env:"CLIENT_SECRET" secret:"client-secret-file" doc:"OAUTHBEARER: the client secret of the client credentials grant." rule:"required with token-url (or client-secret-file); not with client-secret-file"`
+	ClientSecretFile string `yaml:"client-secret-file" env:"CLIENT_SECRET_FILE" doc:"A file holding the client secret instead, read when a token is fetched." rule:"a readable file; not with client-secret"`
+	Scope            string `yaml:"scope" env:"SCOPE" doc:"OAUTHBEARER: the scope asked for with the client credentials grant." rule:"-"`
 	// Extensions (OAUTHBEARER, KIP-342): key=value pairs sent with the
 	// token, e.g. Confluent Cloud's logicalCluster and identityPoolId.
-	Extensions map[string]string `yaml:"extensions" env:"EXTENSIONS"`
+	Extensions map[string]string `yaml:"extensions" env:"EXTENSIONS" doc:"OAUTHBEARER: SASL extensions sent with the token (KIP-342), e.g. Confluent Cloud's logicalCluster." rule:"-"`
 	// AWSRegion (AWS_MSK_IAM, required) is the MSK cluster's region, e.g.
 	// eu-west-1: the signature's scope.
-	AWSRegion string `yaml:"aws-region" env:"AWS_REGION"`
+	AWSRegion string `yaml:"aws-region" env:"AWS_REGION" doc:"AWS_MSK_IAM: the MSK cluster's region, e.g. eu-west-1." rule:"required with AWS_MSK_IAM; an AWS region name; aws-* keys only with AWS_MSK_IAM"`
 	// AWSProfile (AWS_MSK_IAM) selects a profile of the shared AWS config
 	// and credentials files for the default credential chain.
-	AWSProfile string `yaml:"aws-profile" env:"AWS_PROFILE"`
+	AWSProfile string `yaml:"aws-profile" env:"AWS_PROFILE" doc:"AWS_MSK_IAM: a profile of the shared AWS config and credentials files for the default credential chain." rule:"not with static keys"`
 	// Static keys (AWS_MSK_IAM): an access key id and secret access key
 	// (optionally a session token), inline or from files re-read at each
 	// connection. Without them the default AWS credential chain is used
 	// (environment, shared files, web identity / IRSA, EKS Pod Identity,
 	// ECS, EC2 instance metadata).
-	AWSAccessKeyID         string `yaml:"aws-access-key-id" env:"AWS_ACCESS_KEY_ID"`
-	AWSAccessKeyIDFile     string `yaml:"aws-access-key-id-file" env:"AWS_ACCESS_KEY_ID_FILE"`
-	AWSSecretAccessKey     string `yaml:"aws-secret-access-key" env:"AWS_SECRET_ACCESS_KEY"`
-	AWSSecretAccessKeyFile string `yaml:"aws-secret-access-key-file" env:"AWS_SECRET_ACCESS_KEY_FILE"`
-	AWSSessionToken        string `yaml:"aws-session-token" env:"AWS_SESSION_TOKEN"`
-	AWSSessionTokenFile    string `yaml:"aws-session-token-file" env:"AWS_SESSION_TOKEN_FILE"`
+	AWSAccessKeyID         string `yaml:"aws-access-key-id" env:"AWS_ACCESS_KEY_ID" secret:"aws-access-key-id-file" doc:"AWS_MSK_IAM: a static access key id; without static keys the default AWS credential chain is used." rule:"with aws-secret-access-key; not with aws-access-key-id-file"`
+	AWSAccessKeyIDFile     string `yaml:"aws-access-key-id-file" env:"AWS_ACCESS_KEY_ID_FILE" doc:"A file holding the access key id instead, re-read at each connection." rule:"a readable file; not with aws-access-key-id"`
+	AWSSecretAccessKey     string `yaml:"aws-secret-access-key" env:"AWS_SECRET_ACCESS_KEY" secret:"aws-secret-access-key-file" doc:"AWS_MSK_IAM: the static secret access key." rule:"with aws-access-key-id; not with aws-secret-access-key-file"`
+	AWSSecretAccessKeyFile string `yaml:"aws-secret-access-key-file" env:"AWS_SECRET_ACCESS_KEY_FILE" doc:"A file holding the secret access key instead, re-read at each connection." rule:"a readable file; not with aws-secret-access-key"`
+	AWSSessionToken        string `yaml:"aws-session-token" env:"AWS_SESSION_TOKEN" secret:"aws-session-token-file" doc:"AWS_MSK_IAM: the session token of temporary static keys." rule:"only with static keys; not with aws-session-token-file"`
+	AWSSessionTokenFile    string `yaml:"aws-session-token-file" env:"AWS_SESSION_TOKEN_FILE" doc:"A file holding the session token instead, re-read at each connection." rule:"a readable file; not with aws-session-token"`
 }
 
 // ErrSecurity matches every *SecurityError.

@@ -31,13 +31,13 @@ const (
 type TopicCreation struct {
 	// Partitions of a created topic; -1 (the default) or 0: the broker's
 	// num.partitions.
-	Partitions int `yaml:"partitions" env:"PARTITIONS"`
+	Partitions int `yaml:"partitions" env:"PARTITIONS" doc:"Partitions of a created topic; -1 or 0: the broker's num.partitions." rule:"-1 or more"`
 	// ReplicationFactor of a created topic; -1 (the default) or 0: the
 	// broker's default.replication.factor.
-	ReplicationFactor int `yaml:"replication-factor" env:"REPLICATION_FACTOR"`
+	ReplicationFactor int `yaml:"replication-factor" env:"REPLICATION_FACTOR" doc:"Replication factor of a created topic; -1 or 0: the broker's default.replication.factor." rule:"-1 to 32767"`
 	// Configs are topic configurations (retention.ms, min.insync.replicas,
 	// ...), as kafka-topics.sh --config takes them.
-	Configs map[string]string `yaml:"configs" env:"CONFIGS"`
+	Configs map[string]string `yaml:"configs" env:"CONFIGS" doc:"Topic configurations of a created topic (retention.ms, min.insync.replicas, ...), as kafka-topics.sh --config takes them." rule:"no empty name"`
 }
 
 // ErrTopicCreation matches every *TopicCreationError.

@@ -238,6 +238,7 @@ func checkpointResetCommand() *cobra.Command {
 		path   string
 		source string
 		yes    bool
+		force  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reset",
@@ -246,7 +247,11 @@ func checkpointResetCommand() *cobra.Command {
 (without it, exit status 2 and nothing is deleted). The next run then needs
 a start option; if the topic holds records of cdc-outbox it refuses to start
 from the configured start unless given --start or --recover-checkpoint.
-A running publisher writes the key again at its next write: stop it first.`,
+It refuses (exit 1) while an instance holds the source's lease (the
+publishing instance under ha.enabled, the default; a killed instance's
+lease expires within ha.lease-ttl), unless --force: checked in the same
+atomic step as the delete. A publisher without leases writes the key
+again at its next write: stop it first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.LoadSource(path, config.ScopeCheckpoint, source)
@@ -276,7 +281,7 @@ A running publisher writes the key again at its next write: stop it first.`,
 				fmt.Fprintln(out, "not deleted: add --yes to delete it")
 				return exitError{code: 2}
 			}
-			if _, err := pipeline.DeleteStored(ctx, cfg, zap.NewNop()); err != nil {
+			if _, err := pipeline.DeleteStored(ctx, cfg, force, zap.NewNop()); err != nil {
 				return failed(out, "%v", err)
 			}
 			fmt.Fprintf(out, "deleted %s (and its copy in the mirror); the next run needs --start (or --recover-checkpoint when the topic holds records); a running publisher writes it again at its next write\n", st.Key)
@@ -286,5 +291,6 @@ A running publisher writes the key again at its next write: stop it first.`,
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (the checkpoint section is used)")
 	cmd.Flags().StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "really delete the key")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even though an instance holds the source's lease (it writes the key again at its next write)")
 	return cmd
 }

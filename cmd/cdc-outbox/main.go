@@ -50,6 +50,7 @@ func execute(args []string) int {
 	root.AddCommand(checkCommand())
 	root.AddCommand(replayCommand())
 	root.AddCommand(pruneCommand())
+	root.AddCommand(configCommand())
 	root.SetArgs(args)
 	// Every command's context (cmd.Context()) ends on SIGINT or SIGTERM.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -157,7 +157,8 @@ exit 0.`,
 				}
 			}
 			hopts := ha.Options{Publisher: opts, StartSource: startSource, Registerer: m.Registry(), Health: phase,
-				Observer: func(name string) pipeline.Observer { return m.Source(name) }}
+				Observer: func(name string) pipeline.Observers { return pipeline.ObserversOf(m.Source(name)) },
+				Forget:   func(name string) { m.Source(name).Forget() }}
 			if err := ha.Run(gctx, cfg, hopts, log); err != nil {
 				log.Error("stopped", zap.Error(err))
 				return exitError{code: 1}

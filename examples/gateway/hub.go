@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -55,7 +56,11 @@ func (h *hub) Handle(_ context.Context, r *consumer.Record) error {
 	if r.EventType != "message.created" {
 		return nil
 	}
-	m := message{Type: "message", EventID: r.EventID, ConversationID: r.ConversationID, SeqNo: r.SeqNo,
+	id, err := strconv.ParseUint(r.EventID, 10, 64) // the im layout's ids are the outbox's BIGINT id
+	if err != nil {
+		return fmt.Errorf("event id %q: not the im layout's decimal id: %w", r.EventID, err)
+	}
+	m := message{Type: "message", EventID: id, ConversationID: r.ConversationID, SeqNo: r.SeqNo,
 		SenderID: r.SenderID, ReceiverID: r.ReceiverID, Payload: json.RawMessage(r.Payload), Via: "live"}
 	h.mu.Lock()
 	defer h.mu.Unlock()

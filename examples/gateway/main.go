@@ -12,9 +12,21 @@
 //
 // Flags default from the dev stack's environment (CDC_KAFKA_BROKERS,
 // CDC_MYSQL_*, CDC_REDIS_ADDR).
+//
+// A secured Kafka (managed Kafka: MSK, Confluent Cloud, Aiven): the
+// consumer package's TLS and SASL settings, the publisher's kafka.tls and
+// kafka.sasl, either as flags for TLS and a PLAIN/SCRAM login (the password
+// from CDC_KAFKA_SASL_PASSWORD or a file, never a flag), or every setting
+// (OAUTHBEARER, AWS_MSK_IAM, ...) in a YAML file of package consumer's
+// Config given to -consumer-config; flags given override the file:
+//
+//	CDC_KAFKA_SASL_PASSWORD=... go run ./examples/gateway -brokers b-1.example:9096 \
+//	  -kafka-tls -kafka-tls-ca-file ca.pem -kafka-sasl-mechanism SCRAM-SHA-512 -kafka-sasl-username gateway
+//	go run ./examples/gateway -consumer-config consumer.yaml   # brokers, tls, sasl, isolation, ...
 package main
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -38,6 +50,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"gopkg.in/yaml.v3"
 )
 
 //go:embed static
@@ -62,6 +75,16 @@ func main() {
 	topic := flag.String("topic", "im.events", "the publisher's topic")
 	group := flag.String("group", "im-gateway", "consumer group")
 	isolation := flag.String("isolation", consumer.ReadUncommitted, "read_uncommitted or read_committed (publisher in exactly-once mode)")
+	consumerConfig := flag.String("consumer-config", "", "YAML file of package consumer's Config (brokers, tls, sasl as the publisher's kafka.tls and kafka.sasl, isolation, ...); flags given override it")
+	var sec consumer.Config
+	flag.BoolVar(&sec.TLS.Enabled, "kafka-tls", false, "TLS to the brokers (the publisher's kafka.tls.enabled)")
+	flag.StringVar(&sec.TLS.CAFile, "kafka-tls-ca-file", "", "PEM file of the CAs of the brokers' certificates (default: the system's)")
+	flag.StringVar(&sec.TLS.CertFile, "kafka-tls-cert-file", "", "client certificate (PEM) for mutual TLS")
+	flag.StringVar(&sec.TLS.KeyFile, "kafka-tls-key-file", "", "client key (PEM) for mutual TLS")
+	flag.StringVar(&sec.TLS.ServerName, "kafka-tls-server-name", "", "the name on the brokers' certificates when it is not the host")
+	flag.StringVar(&sec.SASL.Mechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (OAUTHBEARER and AWS_MSK_IAM: -consumer-config)")
+	flag.StringVar(&sec.SASL.Username, "kafka-sasl-username", "", "SASL user")
+	flag.StringVar(&sec.SASL.PasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (or set CDC_KAFKA_SASL_PASSWORD)")
 	mysqlAddr := flag.String("mysql-addr", env("CDC_MYSQL_ADDR", "127.0.0.1:33306"), "MariaDB/MySQL address")
 	mysqlUser := flag.String("mysql-user", env("CDC_MYSQL_USER", "root"), "database user")
 	mysqlDB := flag.String("mysql-db", env("CDC_MYSQL_DB", "im"), "schema")
@@ -71,8 +94,9 @@ func main() {
 	ttl := flag.Duration("dedupe-ttl", 24*time.Hour, "how long handled event ids are remembered in Redis")
 	debug := flag.Bool("debug", false, "debug logs")
 	flag.Parse()
-	// The password from the environment only, so that it is not in ps.
+	// The passwords from the environment only, so that they are not in ps.
 	password := env("CDC_MYSQL_PASSWORD", "root")
+	sec.SASL.Password = os.Getenv("CDC_KAFKA_SASL_PASSWORD")
 
 	zc := zap.NewDevelopmentConfig()
 	if !*debug {
@@ -80,14 +104,68 @@ func main() {
 	}
 	log, _ := zc.Build()
 	defer log.Sync()
-	if err := run(log, *listen, strings.Split(*brokers, ","), *topic, *group, *isolation, *redisAddr, *ttl,
-		newDB(*mysqlAddr, *mysqlUser, password, *mysqlDB, *outbox, *messages)); err != nil {
+	cfg, err := consumerConfigOf(*consumerConfig, sec, strings.Split(*brokers, ","), *topic, *group, *isolation)
+	if err == nil {
+		err = run(log, *listen, cfg, *redisAddr, *ttl, newDB(*mysqlAddr, *mysqlUser, password, *mysqlDB, *outbox, *messages))
+	}
+	if err != nil {
 		log.Error("gateway stopped", zap.Error(err))
 		os.Exit(1)
 	}
 }
 
-func run(log *zap.Logger, listen string, brokers []string, topic, group, isolation, redisAddr string, ttl time.Duration, d *db) error {
+// consumerConfigOf returns the consumer's Config: the YAML file path (if
+// any), then the flags given on the command line (sec's TLS and SASL,
+// brokers, topic, group, isolation) over it; brokers, topic, group and
+// isolation take the flags' defaults where the file leaves them empty.
+func consumerConfigOf(path string, sec consumer.Config, brokers []string, topic, group, isolation string) (consumer.Config, error) {
+	var cfg consumer.Config
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("-consumer-config: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, fmt.Errorf("-consumer-config %s: %w (the keys are package consumer's Config: brokers, topics, group, tls, sasl, isolation, layout, ...)", path, err)
+		}
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pick := func(name string, dst *string, v string) {
+		if set[name] || *dst == "" {
+			*dst = v
+		}
+	}
+	if set["brokers"] || len(cfg.Brokers) == 0 {
+		cfg.Brokers = brokers
+	}
+	if set["topic"] || len(cfg.Topics) == 0 {
+		cfg.Topics = []string{topic}
+	}
+	pick("group", &cfg.Group, group)
+	pick("isolation", &cfg.Isolation, isolation)
+	if set["kafka-tls"] {
+		cfg.TLS.Enabled = sec.TLS.Enabled
+	}
+	for name, f := range map[string][2]*string{
+		"kafka-tls-ca-file": {&cfg.TLS.CAFile, &sec.TLS.CAFile}, "kafka-tls-cert-file": {&cfg.TLS.CertFile, &sec.TLS.CertFile},
+		"kafka-tls-key-file": {&cfg.TLS.KeyFile, &sec.TLS.KeyFile}, "kafka-tls-server-name": {&cfg.TLS.ServerName, &sec.TLS.ServerName},
+		"kafka-sasl-mechanism": {&cfg.SASL.Mechanism, &sec.SASL.Mechanism}, "kafka-sasl-username": {&cfg.SASL.Username, &sec.SASL.Username},
+		"kafka-sasl-password-file": {&cfg.SASL.PasswordFile, &sec.SASL.PasswordFile},
+	} {
+		if set[name] {
+			*f[0] = *f[1]
+		}
+	}
+	if sec.SASL.Password != "" {
+		cfg.SASL.Password = sec.SASL.Password
+	}
+	return cfg, nil
+}
+
+func run(log *zap.Logger, listen string, cfg consumer.Config, redisAddr string, ttl time.Duration, d *db) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer d.close()
@@ -98,16 +176,17 @@ func run(log *zap.Logger, listen string, brokers []string, topic, group, isolati
 		OnGap: func(_ context.Context, gap consumer.Gap) error {
 			// Sessions fill a gap from the table before the next message; the
 			// gap is still worth a look (lost rows upstream, a skipped range).
-			g.log.Warn("seq_no gap", zap.Int64("conversation_id", gap.ConversationID), zap.Int64("after", gap.After), zap.Int64("next", gap.Next))
+			g.log.Warn("seq_no gap", zap.String("conversation_id", gap.Key), zap.Int64("after", gap.After), zap.Int64("next", gap.Next))
 			return nil
 		}}
 	if redisAddr != "" {
 		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 		defer rdb.Close()
-		opts.Store = consumer.NewRedisStore(rdb, "im-gateway:"+group+":seen:", ttl)
+		opts.Store = consumer.NewRedisStore(rdb, "im-gateway:"+cfg.Group+":seen:", ttl)
 	}
-	cons, err := consumer.New(consumer.Config{Brokers: brokers, Topics: []string{topic}, Group: group, Isolation: isolation,
-		CommitInterval: 500 * time.Millisecond, MaxWait: 100 * time.Millisecond}, g.hub, opts)
+	cfg.CommitInterval = cmp.Or(cfg.CommitInterval, 500*time.Millisecond)
+	cfg.MaxWait = cmp.Or(cfg.MaxWait, 100*time.Millisecond)
+	cons, err := consumer.New(cfg, g.hub, opts)
 	if err != nil {
 		return err
 	}
@@ -124,7 +203,7 @@ func run(log *zap.Logger, listen string, brokers []string, topic, group, isolati
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
-	g.log.Info("gateway listening", zap.String("url", "http://"+ln.Addr().String()+"/"), zap.String("topic", topic), zap.String("group", group))
+	g.log.Info("gateway listening", zap.String("url", "http://"+ln.Addr().String()+"/"), zap.Strings("topics", cfg.Topics), zap.String("group", cfg.Group))
 
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return cons.Run(ectx) })

@@ -6,22 +6,26 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// goStatements returns "file:line" of every go statement in the non-test
-// Go files under root.
-func goStatements(t *testing.T, root string) []string {
+// parseGoFiles parses every non-test Go file under root (skipping hidden
+// directories, testdata and the directories skip names, relative to
+// root) and calls visit with each.
+func parseGoFiles(t *testing.T, root string, visit func(fset *token.FileSet, f *ast.File), skip ...string) {
 	t.Helper()
-	var found []string
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
-			return filepath.SkipDir
+		if d.IsDir() && path != root {
+			rel, _ := filepath.Rel(root, path)
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || slices.Contains(skip, filepath.ToSlash(rel)) {
+				return filepath.SkipDir
+			}
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
@@ -30,17 +34,27 @@ func goStatements(t *testing.T, root string) []string {
 		if err != nil {
 			return err
 		}
+		visit(fset, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// goStatements returns "file:line" of every go statement in the non-test
+// Go files under root.
+func goStatements(t *testing.T, root string) []string {
+	t.Helper()
+	var found []string
+	parseGoFiles(t, root, func(fset *token.FileSet, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			if g, ok := n.(*ast.GoStmt); ok {
 				found = append(found, fset.Position(g.Pos()).String())
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return found
 }
 

@@ -18,8 +18,8 @@ import (
 
 // Config configures the logger.
 type Config struct {
-	Format string `yaml:"format" env:"FORMAT"` // json or console
-	Level  string `yaml:"level" env:"LEVEL"`   // debug, info, warn, error
+	Format string `yaml:"format" env:"FORMAT" doc:"The log format: json, or console for development." rule:"json or console"` // json or console
+	Level  string `yaml:"level" env:"LEVEL" doc:"The lowest level logged." rule:"debug, info, warn or error"`                 // debug, info, warn, error
 }
 
 // DefaultConfig returns JSON at info level.

@@ -9,20 +9,20 @@ import (
 // TLS is the tls section of the kafka and checkpoint settings.
 type TLS struct {
 	// Enabled turns TLS on; the other fields need it.
-	Enabled bool `yaml:"enabled" env:"ENABLED"`
+	Enabled bool `yaml:"enabled" env:"ENABLED" doc:"Turn TLS on; the other tls keys need it." rule:"true when another tls key is set"`
 	// CAFile: PEM file of the CAs that sign the servers' certificates;
 	// empty: the system's trusted CAs.
-	CAFile string `yaml:"ca-file" env:"CA_FILE"`
+	CAFile string `yaml:"ca-file" env:"CA_FILE" doc:"PEM file of the CAs that sign the servers' certificates; empty: the system's trusted CAs." rule:"a readable PEM file; not with insecure-skip-verify"`
 	// CertFile and KeyFile: client certificate and key (PEM) for servers
 	// that require mutual TLS.
-	CertFile string `yaml:"cert-file" env:"CERT_FILE"`
-	KeyFile  string `yaml:"key-file" env:"KEY_FILE"`
+	CertFile string `yaml:"cert-file" env:"CERT_FILE" doc:"Client certificate (PEM) for servers that require mutual TLS." rule:"with key-file; a readable PEM file"`
+	KeyFile  string `yaml:"key-file" env:"KEY_FILE" doc:"The client certificate's private key (PEM)." rule:"with cert-file; a readable PEM file"`
 	// ServerName is the name the servers' certificates must carry when it
 	// is not the host in the address (an IP address, a load balancer).
-	ServerName string `yaml:"server-name" env:"SERVER_NAME"`
+	ServerName string `yaml:"server-name" env:"SERVER_NAME" doc:"The name the servers' certificates must carry when it is not the host in the address." rule:"-"`
 	// InsecureSkipVerify accepts any server certificate: encryption
 	// without authentication, for tests only (logged as a warning).
-	InsecureSkipVerify bool `yaml:"insecure-skip-verify" env:"INSECURE_SKIP_VERIFY"`
+	InsecureSkipVerify bool `yaml:"insecure-skip-verify" env:"INSECURE_SKIP_VERIFY" doc:"Accept any server certificate: encryption without authentication, for tests only (logged as a warning)." rule:"not with ca-file"`
 }
 
 // Options returns the client options of t.

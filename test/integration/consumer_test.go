@@ -24,7 +24,7 @@ import (
 // handledLog is what a consumer's handler saw, shared by consumer runs.
 type handledLog struct {
 	mu      sync.Mutex
-	byEvent map[uint64]int             // event id → times handled
+	byEvent map[string]int             // event id → times handled
 	order   map[int64][]int64          // conversation → seq_nos in handling order
 	ends    map[string]binlog.Position // binlog_txn_end values seen
 	late    int
@@ -39,6 +39,38 @@ func (h *handledLog) Handle(_ context.Context, r *consumer.Record) error {
 		h.late++
 	}
 	return nil
+}
+
+// requireInOrder fails t unless every conversation of last (its last
+// seq_no) was handled 1, 2, … last, in order (the caller holds h.mu).
+func (h *handledLog) requireInOrder(t *testing.T, last map[int64]int64) {
+	t.Helper()
+	for conv, n := range last {
+		got := h.order[conv]
+		if int64(len(got)) != n {
+			t.Errorf("conversation %d: %d records handled, want %d", conv, len(got), n)
+			continue
+		}
+		for i, s := range got {
+			if s != int64(i+1) {
+				t.Errorf("conversation %d: record %d has seq_no %d: out of order", conv, i, s)
+				break
+			}
+		}
+	}
+}
+
+// waitFor polls ok until it holds, failing t after timeout (total: the
+// events planned, for the message).
+func (h *handledLog) waitFor(t *testing.T, what string, total int, timeout time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (handled %d distinct of %d)", timeout, what, h.distinct(), total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (h *handledLog) distinct() int {
@@ -62,7 +94,7 @@ func TestConsumerAcrossPublisherKillAndReplay(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	store := consumer.NewRedisStore(rdb, "cdc-outbox:it:"+e.name+":seen:", 10*time.Minute)
-	log := &handledLog{byEvent: map[uint64]int{}, order: map[int64][]int64{}}
+	log := &handledLog{byEvent: map[string]int{}, order: map[int64][]int64{}}
 	var gaps sync.Map
 	reg := prometheus.NewRegistry()
 	metrics := consumer.NewMetrics(reg)
@@ -82,13 +114,7 @@ func TestConsumerAcrossPublisherKillAndReplay(t *testing.T) {
 	}
 	waitFor := func(what string, timeout time.Duration, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after %s waiting for %s (handled %d distinct of %d)", timeout, what, log.distinct(), plan.Total)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		log.waitFor(t, what, plan.Total, timeout, ok)
 	}
 
 	stop := run()
@@ -132,22 +158,10 @@ func TestConsumerAcrossPublisherKillAndReplay(t *testing.T) {
 	defer log.mu.Unlock()
 	for id, n := range log.byEvent {
 		if n != 1 {
-			t.Errorf("event %d handled %d times", id, n)
+			t.Errorf("event %s handled %d times", id, n)
 		}
 	}
-	for conv, last := range plan.Last {
-		got := log.order[conv]
-		if int64(len(got)) != last {
-			t.Errorf("conversation %d: %d records handled, want %d", conv, len(got), last)
-			continue
-		}
-		for i, s := range got {
-			if s != int64(i+1) {
-				t.Errorf("conversation %d: record %d has seq_no %d: out of order", conv, i, s)
-				break
-			}
-		}
-	}
+	log.requireInOrder(t, plan.Last)
 	gaps.Range(func(k, _ any) bool { t.Errorf("gap reported: %s", k); return true })
 	if log.late != 0 {
 		t.Errorf("%d late records", log.late)

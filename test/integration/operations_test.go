@@ -161,6 +161,11 @@ func TestCheckpointCommands(t *testing.T) {
 	if out, code = e.cli(nil, "checkpoint", "set", "--force", fmt.Sprintf("%s:%d", file, pos)); code != 0 || !strings.Contains(out, "warning: --force") {
 		t.Fatalf("set --force while running: exit %d, want 0", code)
 	}
+	// reset while the publisher holds the lease: refused, the key kept
+	// (checked in the delete's own atomic step).
+	if out, code = e.cli(nil, "checkpoint", "reset", "--yes"); code != 1 || !strings.Contains(out, "seems to be running") || e.checkpoint() == nil {
+		t.Fatalf("reset while running: exit %d, want 1 and the key kept:\n%s", code, out)
+	}
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}

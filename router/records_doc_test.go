@@ -11,10 +11,10 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/mapping"
 )
 
-// The README's records table is the im preset: its key is the preset's key
+// The records table of docs/mapping.md (im) is the im preset: its key is the preset's key
 // column, its headers are event_id, the preset's headers in order, then
 // the position headers; and the typed im path (Route) sets exactly those.
-func TestREADMERecordsTableIsTheIMPreset(t *testing.T) {
+func TestDocsRecordsTableIsTheIMPreset(t *testing.T) {
 	r, hs := mapping.Resolve(mapping.Config{})
 	want := []string{HeaderEventID}
 	for _, h := range hs {
@@ -37,7 +37,7 @@ func TestREADMERecordsTableIsTheIMPreset(t *testing.T) {
 		t.Errorf("Route's headers %v, the im preset's %v", routed, want)
 	}
 
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/mapping.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestREADMERecordsTableIsTheIMPreset(t *testing.T) {
 				return l
 			}
 		}
-		t.Fatalf("README: no records table row %q", part)
+		t.Fatalf("docs/mapping.md: no records table row %q", part)
 		return ""
 	}
 	var readme []string
@@ -55,10 +55,10 @@ func TestREADMERecordsTableIsTheIMPreset(t *testing.T) {
 		readme = append(readme, m[1])
 	}
 	if !reflect.DeepEqual(readme, want) {
-		t.Errorf("README headers %v, want (the im preset) %v", readme, want)
+		t.Errorf("docs/mapping.md headers %v, want (the im preset) %v", readme, want)
 	}
 	if key := row("key"); !strings.Contains(key, "`"+r.Key[0]+"`") {
-		t.Errorf("README key row %q does not name the im preset's key %s", key, r.Key[0])
+		t.Errorf("docs/mapping.md key row %q does not name the im preset's key %s", key, r.Key[0])
 	}
 }
 
