@@ -311,6 +311,23 @@ faults:
 	eval "$$($(STACK) env)" && CDC_FAULTS=full CDC_FAULT_REPORT=$(CURDIR)/fault-matrix.md \
 		$(GO) test -tags integration -count=1 -timeout 120m -v -run 'TestFault' ./test/integration/
 
+## debezium-golden: record what Debezium 3.6.1.Final (embedded engine, MySQL connector, Outbox Event
+## Router, Kafka Connect's StringConverter and JsonConverter) makes of testdata/debezium/corpus.sql on the
+## local stack's MySQL 9.7 (test/debezium, needs Java 17 and Maven; a minute): rewrites
+## testdata/debezium/mysql.*.jsonl and the offsets Debezium stored (mysql.offsets.dat), then lets
+## cdc-outbox take over from that offset (TestMySQLDebeziumRealTakeover); not in CI,
+## TestMySQLDebeziumGolden compares the debezium preset against the checked-in files
+.PHONY: debezium-golden
+debezium-golden:
+	CDC_FLAVOR=mysql $(STACK) up
+	eval "$$(CDC_FLAVOR=mysql $(STACK) env)" && cd test/debezium && mvn -B -q compile exec:java \
+		-Dexec.args="mysql $${CDC_MYSQL_ADDR##*:} dbz_golden_outbox ../../testdata/debezium/corpus.sql ../../testdata/debezium $(CURDIR)/test/debezium/target/work"
+	# cdc-outbox takes over from the offset Debezium just stored (rows written after it published once,
+	# the transaction Debezium was in published again)
+	eval "$$(CDC_FLAVOR=mysql $(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && \
+		CDC_DEBEZIUM_OFFSETS=$(CURDIR)/test/debezium/target/work/offsets.dat \
+		$(GO) test -tags integration -count=1 -v -run '^TestMySQLDebeziumRealTakeover$$' ./test/integration/
+
 ## bench: throughput, latency, recovery and the polling dispatcher baseline on the local stack;
 ## prints a table and appends it to BENCHMARKS.md (ROWS=1000000 by default)
 ROWS ?= 1000000

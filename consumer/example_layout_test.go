@@ -26,7 +26,9 @@ func Example_debezium() {
 		Topics:    []string{"outbox.event.order"},
 		Group:     "billing",
 		Isolation: consumer.ReadCommitted, // the publisher runs kafka.delivery: exactly-once
-		Layout:    consumer.Layout{Preset: "debezium"},
+		// The debezium preset; its records carry the event type when the
+		// mapping publishes it (headers: {type: type}).
+		Layout: consumer.Layout{Preset: "debezium", EventType: "type"},
 		// Managed Kafka: the publisher's kafka.tls and kafka.sasl.
 		// TLS:  consumer.TLS{Enabled: true, CAFile: "/etc/kafka/ca.pem"},
 		// SASL: consumer.SASL{Mechanism: "SCRAM-SHA-512", Username: "billing", PasswordFile: "/run/secrets/kafka"},

@@ -25,8 +25,10 @@ func hdrs(kv ...string) []kafka.Header {
 func TestLayoutDecode(t *testing.T) {
 	imRec := kafka.Message{Key: []byte("7"), Headers: hdrs("event_id", "101", "event_type", "message.created", "message_id", "5",
 		"seq_no", "3", "sender_id", "1", "receiver_id", "2", "created_at", "2026-12-01 09:00:00", "binlog_pos", "b.1:4", "binlog_txn_end", "b.1:9")}
-	// The debezium preset: key aggregateid, headers event_id and id (the
-	// id column), type, the binlog positions.
+	// The debezium preset with the type header its mapping adds
+	// (headers: {type: type}; Debezium's table.fields.additional.placement
+	// type:header:type): key aggregateid, headers event_id and id (the id
+	// column), type, the binlog positions.
 	dbzRec := kafka.Message{Key: []byte("order-17"), Headers: hdrs("event_id", "5f0c…-uuid", "id", "5f0c…-uuid", "type", "OrderCreated", "binlog_pos", "b.1:4")}
 	dbzOnlyID := kafka.Message{Key: []byte("order-17"), Headers: hdrs("id", "5f0c…-uuid", "type", "OrderCreated")} // Debezium's own records
 	genRec := kafka.Message{Key: []byte("acct-1"), Headers: hdrs("event_id", "88", "aggregate_type", "account", "create_time", "2026-12-01 09:00:00", "v", "12")}
@@ -41,8 +43,8 @@ func TestLayoutDecode(t *testing.T) {
 		{"im: key not decimal", Layout{}, kafka.Message{Key: []byte("x"), Headers: imRec.Headers}, Record{}, "(key)"},
 		{"im: no seq_no", Layout{}, kafka.Message{Key: []byte("7"), Headers: hdrs("event_id", "101")}, Record{}, "seq_no"},
 		{"im: a debezium record is refused", Layout{}, dbzRec, Record{}, "(key)"},
-		{"debezium", Layout{Preset: mapping.PresetDebezium}, dbzRec, Record{EventID: "5f0c…-uuid", Key: "order-17", EventType: "OrderCreated"}, ""},
-		{"debezium: Debezium's own record (id header only)", Layout{Preset: mapping.PresetDebezium}, dbzOnlyID,
+		{"debezium", Layout{Preset: mapping.PresetDebezium, EventType: "type"}, dbzRec, Record{EventID: "5f0c…-uuid", Key: "order-17", EventType: "OrderCreated"}, ""},
+		{"debezium: Debezium's own record (id header only)", Layout{Preset: mapping.PresetDebezium, EventType: "type"}, dbzOnlyID,
 			Record{EventID: "5f0c…-uuid", Key: "order-17", EventType: "OrderCreated"}, ""},
 		{"debezium: no id", Layout{Preset: mapping.PresetDebezium}, kafka.Message{Key: []byte("k"), Headers: hdrs("type", "x")}, Record{}, "id"},
 		{"debezium: no key", Layout{Preset: mapping.PresetDebezium}, kafka.Message{Headers: dbzRec.Headers}, Record{}, "(key)"},

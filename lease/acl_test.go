@@ -59,7 +59,8 @@ func TestACLRulesSuffice(t *testing.T) {
 			w := checkpoint.NewWriter(s, checkpoint.Source{ServerID: 1}, nil)
 			f := l.Fence()
 			w.SetFence(&f)
-			must("fenced Write", w.Write(ctx, binlog.Position{File: "b.000001", Pos: 4}))
+			_, err = checkpoint.Apply(ctx, w, checkpoint.Intent{Why: "test", At: binlog.Position{File: "b.000001", Pos: 4}})
+			must("fenced Write", err)
 			_, err = s.Load(ctx)
 			must("Load", err)
 			_, err = s.Persistent(ctx)
@@ -74,7 +75,7 @@ func TestACLRulesSuffice(t *testing.T) {
 				t.Fatal("Release: not released")
 			}
 			must("Leave", Leave(ctx, rdb, group, "a"))
-			_, err = s.Delete(ctx)
+			_, err = s.Delete(ctx, checkpoint.WriteOptions{})
 			must("Delete", err)
 		})
 	}

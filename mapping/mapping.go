@@ -81,6 +81,21 @@ type Config struct {
 	Envelope string `yaml:"envelope" doc:"raw (the payload as the record value) or cloudevents (binary-mode CloudEvents headers)." rule:"raw, cloudevents or empty (raw)"`
 	// CloudEvents configures the cloudevents envelope.
 	CloudEvents CloudEvents `yaml:"cloudevents" doc:"The CloudEvents headers of envelope cloudevents."`
+	// Format is the encoding of key and value (format.go): raw (default:
+	// as stored), or what a Kafka Connect worker running Debezium's Outbox
+	// Event Router writes with its converter: string (StringConverter),
+	// json-schemas (JsonConverter, schemas.enable=true) or json-plain
+	// (JsonConverter, schemas.enable=false). With a format other than raw
+	// a NULL payload is a record (see TombstoneOnEmptyPayload), not a
+	// poison record, the key must be one string column and the payload a
+	// JSON or string column, and the envelope raw.
+	Format string `yaml:"format" doc:"The key and value bytes: raw (as stored), or those of a Kafka Connect worker running Debezium's Outbox Event Router with StringConverter (string) or JsonConverter with schemas.enable true (json-schemas) or false (json-plain)." rule:"raw, string, json-schemas, json-plain or empty (raw); not raw: envelope raw, one key column, a JSON or string payload"`
+	// TombstoneOnEmptyPayload: a NULL payload gives a tombstone (a null
+	// value) in every format, as Debezium's route.tombstone.on.empty.payload
+	// does; default false: only the string format gives a tombstone
+	// (json-plain writes null, json-schemas "payload":null). Needs a format
+	// other than raw.
+	TombstoneOnEmptyPayload bool `yaml:"tombstone-on-empty-payload" doc:"A NULL payload gives a tombstone in every format (Debezium's route.tombstone.on.empty.payload); false: only format string does." rule:"needs a format other than raw"`
 }
 
 // CloudEvents configures the binary-mode CloudEvents headers (CloudEvents
@@ -117,7 +132,7 @@ var presets = map[string]preset{
 	},
 	PresetDebezium: {
 		cfg:     Config{ID: "id", Key: []string{"aggregateid"}, Payload: "payload", PayloadFormat: "json", Order: "-", Topic: "outbox.event.{aggregatetype}"},
-		headers: [][2]string{{"id", "id"}, {"type", "type"}},
+		headers: [][2]string{{"id", "id"}}, // Debezium's default: the id header alone
 		ceType:  "type", ceTime: "-",
 	},
 	PresetGeneric: {
@@ -168,6 +183,21 @@ func (c *Config) Validate(prefix string) error {
 	default:
 		bad("invalid-trace", "%q: want pass or drop", c.InvalidTrace)
 	}
+	switch c.Format {
+	case "", FormatRaw:
+		if c.TombstoneOnEmptyPayload {
+			bad("tombstone-on-empty-payload", "needs format string, json-schemas or json-plain (with format raw a NULL payload is a poison record)")
+		}
+	case FormatString, FormatJSONSchemas, FormatJSONPlain:
+		if c.Envelope != "" && c.Envelope != EnvelopeRaw {
+			bad("format", "%q with envelope %s: a Connect converter's format takes envelope raw", c.Format, c.Envelope)
+		}
+		if len(c.Key) > 1 {
+			bad("key", "format %s takes one key column (Debezium's table.field.event.key), not %d", c.Format, len(c.Key))
+		}
+	default:
+		bad("format", "%q: want one of %s", c.Format, strings.Join(Formats(), ", "))
+	}
 	switch c.Envelope {
 	case "", EnvelopeRaw:
 	case EnvelopeCloudEvents:
@@ -191,13 +221,15 @@ func (c *Config) Validate(prefix string) error {
 func (c *Config) IsIM() bool {
 	return (c.Preset == "" || c.Preset == PresetIM) && c.ID == "" && len(c.Key) == 0 && c.Payload == "" && c.PayloadFormat == "" && c.Order == "" &&
 		c.Topic == "" && c.TopicColumn == "" && len(c.Headers) == 0 && c.Timestamp == "" && c.Partition == "" &&
-		c.TraceParent == "" && c.TraceState == "" && (c.Envelope == "" || c.Envelope == EnvelopeRaw)
+		c.TraceParent == "" && c.TraceState == "" && (c.Envelope == "" || c.Envelope == EnvelopeRaw) &&
+		(c.Format == "" || c.Format == FormatRaw)
 }
 
 // IsZero reports whether c sets nothing (a source.tables entry without a
 // mapping takes source.mapping).
 func (c *Config) IsZero() bool {
-	return c.Preset == "" && c.IsIM() && c.Envelope == "" && c.InvalidTrace == "" && c.CloudEvents == (CloudEvents{})
+	return c.Preset == "" && c.IsIM() && c.Envelope == "" && c.InvalidTrace == "" && c.CloudEvents == (CloudEvents{}) &&
+		c.Format == "" && !c.TombstoneOnEmptyPayload
 }
 
 // Column is what Compile needs to know of a table column
@@ -282,6 +314,25 @@ type Mapping struct {
 	CEType       int
 	CETime       int
 	ContentType  string
+
+	// Format is Config.Format (raw, string, json-schemas, json-plain):
+	// EncodeKey and EncodeValue.
+	Format string
+	// NullPayload: a NULL payload is a record (a format other than raw),
+	// not a poison record; Tombstone: its value is null in every format
+	// (tombstone-on-empty-payload).
+	NullPayload, Tombstone bool
+	// CompactJSON: the payload is MySQL's JSON type and the format not
+	// raw: rendered without blanks, as Debezium does (CompactJSON).
+	CompactJSON bool
+	// PayloadOptional: the payload column is nullable (the json-schemas
+	// schema's "optional").
+	PayloadOptional bool
+	// KeyType is the Kafka Connect schema type of the key column as
+	// Debezium's MySQL connector gives it: "string", or int16/int32/int64
+	// for an integer column (connectType); the json formats write an
+	// integer key as a JSON number.
+	KeyType string
 }
 
 // Header is a record header taken from a column slot.
@@ -350,6 +401,9 @@ func Resolve(c Config) (Config, [][2]string) {
 	}
 	if r.Envelope == "" {
 		r.Envelope = EnvelopeRaw
+	}
+	if r.Format == "" {
+		r.Format = FormatRaw
 	}
 	if r.CloudEvents.Type == "" {
 		r.CloudEvents.Type = p.ceType
@@ -499,7 +553,26 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 	}
 	m.Required = append(m.Required, m.ID)
 	m.Required = append(m.Required, m.Key...)
-	m.Required = append(m.Required, m.Payload)
+	m.Format, m.Tombstone = r.Format, r.TombstoneOnEmptyPayload
+	if m.Encoded() {
+		m.NullPayload = true
+		m.PayloadOptional = nullable(r.Payload)
+		if m.Payload >= 0 {
+			switch m.Kinds[m.Payload] {
+			case KindJSON:
+				m.CompactJSON = true
+			case KindBytes:
+				fail(r.Payload, "payload", "format "+r.Format+" takes a JSON or string payload (Debezium's converters write a BLOB as base64 bytes)", "map the payload to a JSON or TEXT column, or use format raw")
+			}
+		}
+		m.KeyType = "string"
+		if len(m.Key) == 1 && m.Key[0] >= 0 && m.Kinds[m.Key[0]] == KindInteger {
+			col := byName[m.Cols[m.Key[0]]]
+			m.KeyType = connectType(col.DataType, col.Unsigned)
+		}
+	} else {
+		m.Required = append(m.Required, m.Payload)
+	}
 	if m.TopicColumn >= 0 {
 		m.Required = append(m.Required, m.TopicColumn)
 		m.TopicBy = m.Cols[m.TopicColumn]
@@ -539,6 +612,31 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 		return nil, err
 	}
 	return m, nil
+}
+
+// connectType is the Kafka Connect schema type Debezium's MySQL connector
+// gives an integer column (its MySqlValueConverters, with
+// bigint.unsigned.handling.mode long, the default): TINYINT and SMALLINT
+// int16, MEDIUMINT and INT int32, BIGINT int64; UNSIGNED one size up
+// (BIGINT UNSIGNED stays int64).
+func connectType(dataType string, unsigned bool) string {
+	switch strings.ToLower(dataType) {
+	case "tinyint":
+		return "int16"
+	case "smallint":
+		if unsigned {
+			return "int32"
+		}
+		return "int16"
+	case "mediumint":
+		return "int32"
+	case "int", "integer":
+		if unsigned {
+			return "int64"
+		}
+		return "int32"
+	}
+	return "int64"
 }
 
 func kindNames(ks []Kind) string {

@@ -40,7 +40,7 @@ func TestCompilePresets(t *testing.T) {
 			[]string{"event_type=event_type", "message_id=message_id", "seq_no=seq_no", "sender_id=sender_id", "receiver_id=receiver_id", "created_at=created_at"}},
 		{"im with a header", Config{Headers: map[string]string{"status": "status", "created_at": ""}}, imCols, false, "conversation_id", "im.{event_type}",
 			[]string{"event_type=event_type", "message_id=message_id", "seq_no=seq_no", "sender_id=sender_id", "receiver_id=receiver_id", "status=status"}},
-		{"debezium", Config{Preset: PresetDebezium}, debeziumCols, false, "aggregateid", "outbox.event.{aggregatetype}", []string{"id=id", "type=type"}},
+		{"debezium", Config{Preset: PresetDebezium}, debeziumCols, false, "aggregateid", "outbox.event.{aggregatetype}", []string{"id=id"}},
 		{"generic", Config{Preset: PresetGeneric}, genericCols, false, "aggregate_id", "outbox.{aggregate_type}", []string{"aggregate_type=aggregate_type", "create_time=create_time"}},
 	} {
 		m, err := Compile(c.cfg, "im.{event_type}", "im.t", c.cols)
@@ -71,7 +71,9 @@ func TestCompileErrors(t *testing.T) {
 		cols []Column
 		want []string // substrings of the error
 	}{
-		{"missing column", Config{Preset: PresetDebezium}, debeziumCols[:3], []string{"table im.t, column type (header type): the table has no such column", "add the column"}},
+		{"missing column", Config{Preset: PresetDebezium, Headers: map[string]string{"type": "type"}}, debeziumCols[:3], []string{"table im.t, column type (header type): the table has no such column", "add the column"}},
+		{"json format blob payload", Config{Preset: PresetDebezium, Format: FormatJSONPlain}, []Column{{"id", "varchar", false, false}, {"aggregatetype", "varchar", false, false},
+			{"aggregateid", "varchar", false, false}, {"payload", "blob", false, true}}, []string{"column payload (payload): format json-plain takes a JSON or string payload"}},
 		{"json key", Config{Preset: PresetDebezium, Key: []string{"payload"}}, debeziumCols, []string{"column payload (key): type json is not supported for the key", "map the key to a column of type integer"}},
 		{"nullable template", Config{Preset: PresetDebezium, Topic: "t.{traceparent}"}, debeziumCols, []string{"column traceparent (topic template): the column can be NULL", "NOT NULL"}},
 		{"time ordering", Config{Preset: PresetGeneric, Order: "create_time"}, genericCols, []string{"type datetime is not supported for the order"}},
@@ -165,13 +167,14 @@ func TestPublishedHeaders(t *testing.T) {
 		want Published
 	}{
 		{"im", Config{}, Published{EventID: "event_id", Order: "seq_no", Type: "event_type"}},
-		{"debezium", Config{Preset: PresetDebezium}, Published{EventID: "id", Type: "type"}},
+		{"debezium", Config{Preset: PresetDebezium}, Published{EventID: "id"}}, // Debezium's default: no type header
+		{"debezium with its type header", Config{Preset: PresetDebezium, Headers: map[string]string{"type": "type"}}, Published{EventID: "id", Type: "type"}},
 		{"generic", Config{Preset: PresetGeneric}, Published{EventID: "event_id", Type: "aggregate_type"}},
 		{"generic with an order column published as a header", Config{Preset: PresetGeneric, Order: "Version", Headers: map[string]string{"v": "version"}},
 			Published{EventID: "event_id", Order: "v", Type: "aggregate_type"}},
 		{"an order column no header carries", Config{Preset: PresetGeneric, Order: "version"}, Published{EventID: "event_id", Type: "aggregate_type"}},
 		{"im without its seq_no header", Config{Headers: map[string]string{"seq_no": ""}}, Published{EventID: "event_id", Type: "event_type"}},
-		{"debezium without its id header", Config{Preset: PresetDebezium, Headers: map[string]string{"id": ""}}, Published{EventID: "event_id", Type: "type"}},
+		{"debezium without its id header", Config{Preset: PresetDebezium, Headers: map[string]string{"id": ""}}, Published{EventID: "event_id"}},
 	} {
 		if got := PublishedHeaders(c.cfg); got != c.want {
 			t.Errorf("%s: PublishedHeaders = %+v, want %+v", c.name, got, c.want)

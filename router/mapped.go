@@ -123,7 +123,11 @@ func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Messag
 		}
 		key = cut(at)
 	}
-	msg := kafka.Message{Topic: topic, Key: key, Value: e.Payload, Headers: h, WriterData: e.Table}
+	value := e.Payload
+	if m.Encoded() { // a Connect converter's bytes (mapping.Config.Format)
+		key, value = m.EncodeKey(key), m.EncodeValue(value)
+	}
+	msg := kafka.Message{Topic: topic, Key: key, Value: value, Headers: h, WriterData: e.Table}
 	if m.Timestamp >= 0 && v[m.Timestamp] != nil {
 		if t, err := time.Parse(time.DateTime, string(v[m.Timestamp])); err == nil {
 			msg.Time = t

@@ -110,7 +110,10 @@ func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int6
 	} else {
 		// Without the JSON validation when the event's mapping says its
 		// payload is not JSON (payload-format: raw).
-		p, err = check(m, routeErr, maxBytes, e.Table == nil || e.Table.Mapping.PayloadJSON)
+		// A mapping that encodes the value (mapping.Config.Format) takes a
+		// NULL payload as a record: a tombstone or the converter's null.
+		jsonPayload := e.Table == nil || e.Table.Mapping.PayloadJSON && !(e.Payload == nil && e.Table.Mapping.NullPayload)
+		p, err = check(m, routeErr, maxBytes, jsonPayload)
 	}
 	if p != nil && e.Table != nil {
 		p.Table = e.Table.String()

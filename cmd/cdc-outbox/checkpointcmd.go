@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/debezium"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/cdc-outbox/cdc-outbox/status"
@@ -147,12 +149,14 @@ func writeJSON(w io.Writer, v any) error {
 
 func checkpointSetCommand() *cobra.Command {
 	var (
-		path   string
-		source string
-		force  bool
+		path         string
+		source       string
+		force        bool
+		fromDebezium string
+		dbzConnector string
 	)
 	cmd := &cobra.Command{
-		Use:   "set <file>:<pos> | gtid:<set>",
+		Use:   "set <file>:<pos> | gtid:<set> | --from-debezium <offset-file | topic:name>",
 		Short: "Store a new checkpoint position, checked against the server",
 		Long: `set stores a new checkpoint: the next run resumes there. The position is
 checked against the source first: a <file>:<pos> must name a binlog the
@@ -172,15 +176,41 @@ publisher seems to be running, unless --force:
     publisher without leases registers as source.server-id; a killed one's
     registration goes away within seconds).
 There is no lock: a publisher started after these checks overwrites the
-checkpoint at its next write.`,
-		Args: cobra.ExactArgs(1),
+checkpoint at its next write.
+
+--from-debezium takes the position from where a stopped Debezium MySQL
+connector stopped (docs/migrate-from-debezium.md): its offset file
+(offset.storage.file.filename) or topic:<offsets topic> (read on
+kafka.brokers); --connector names the connector when several are stored.
+It prints the offset and what the takeover publishes again (at most the one
+transaction Debezium was in).`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.LoadSource(path, config.ScopeOps, source)
 			if err != nil {
 				return err
 			}
-			st, err := binlog.ParseStart(args[0])
-			if err != nil {
+			if (len(args) == 1) == (fromDebezium != "") {
+				return errors.New("checkpoint set: give a position (<file>:<pos> or gtid:<set>) or --from-debezium, one of them")
+			}
+			var st binlog.Start
+			if fromDebezium != "" {
+				offs, err := debezium.Read(cmd.Context(), fromDebezium, cfg.Kafka)
+				if err != nil {
+					return err
+				}
+				o, err := debezium.Pick(offs, dbzConnector)
+				if err != nil {
+					return err
+				}
+				var again string
+				if st, again, err = debezium.Takeover(o, cmp.Or(cfg.Source.PositionMode, binlog.ModeFile)); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "debezium connector %s (topic.prefix %s): %s:%d, gtids %q, event %d, row %d\npublished again: %s\n",
+					o.Connector, o.Server, o.File, o.Pos, o.GTIDs, o.Event, o.Row, again)
+				args = []string{fromDebezium}
+			} else if st, err = binlog.ParseStart(args[0]); err != nil {
 				return err
 			}
 			if st.Kind == binlog.StartUnset {
@@ -200,6 +230,8 @@ checkpoint at its next write.`,
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file")
 	cmd.Flags().StringVar(&source, "source", "", "with a sources list: the source to act on (required when there are several)")
+	cmd.Flags().StringVar(&fromDebezium, "from-debezium", "", "take the position from a stopped Debezium connector's offsets: its offset file, or topic:<offsets topic>")
+	cmd.Flags().StringVar(&dbzConnector, "connector", "", "with --from-debezium: the connector's name (or topic.prefix) when the offsets hold several")
 	cmd.Flags().BoolVar(&force, "force", false, "write even though a publisher seems to be running (an instance holds the source's lease, or a replica with source.server-id is registered); it overwrites the checkpoint at its next write")
 	return cmd
 }

@@ -139,7 +139,14 @@ func endOffsets(topic string) int64 {
 // waitGrowth returns how long after since the topic grew past its size at
 // the call, or -1 if it did not within timeout.
 func waitGrowth(topic string, since time.Time, timeout time.Duration) time.Duration {
-	base := endOffsets(topic)
+	return waitGrowthFrom(topic, endOffsets(topic), since, timeout)
+}
+
+// waitGrowthFrom is waitGrowth past the end offsets base, read by the
+// caller when the fault struck: a new owner may publish the backlog
+// before the caller gets to look (a loaded machine), which waitGrowth's
+// own base would then include.
+func waitGrowthFrom(topic string, base int64, since time.Time, timeout time.Duration) time.Duration {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if n := endOffsets(topic); n > base && base >= 0 {

@@ -46,7 +46,7 @@ func TestMappingDebeziumOps(t *testing.T) {
 	e.sourceExtra = `  mapping:
     preset: debezium
     order: seq
-    headers: {seq_no: seq}
+    headers: {seq_no: seq, type: type}
 `
 	t.Setenv("CDC_OUTBOX_KAFKA_ON_POISON", "dead-letter")
 	t.Setenv("CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC", dlq)

@@ -66,7 +66,7 @@ func TestMappingDebezium(t *testing.T) {
 	e.sourceExtra = `  mapping:
     preset: debezium
     order: seq
-    headers: {seq_no: seq}
+    headers: {seq_no: seq, type: type}
     traceparent: traceparent
     invalid-trace: drop
     timestamp: created_at

@@ -1,0 +1,187 @@
+package mapping
+
+import (
+	"unicode/utf8"
+)
+
+// Formats accepted in Config.Format: the bytes of a record's key and value,
+// as the converter of a Kafka Connect worker running Debezium's Outbox Event
+// Router writes them (testdata/debezium holds what Debezium 3.6.1.Final
+// wrote for each; docs/mapping.md, "Debezium parity").
+const (
+	// FormatRaw: the key and the payload column's bytes as stored (the
+	// default; a NULL payload is a poison record).
+	FormatRaw = "raw"
+	// FormatString: Kafka Connect's StringConverter: the key as text, the
+	// payload as text (MySQL's JSON type rendered compact, as Debezium
+	// renders it); a NULL payload gives a tombstone (a null value).
+	FormatString = "string"
+	// FormatJSONSchemas: Kafka Connect's JsonConverter with
+	// schemas.enable=true: {"schema":{...},"payload":...} for the key and
+	// the value, the payload a JSON string; a NULL payload gives
+	// "payload":null.
+	FormatJSONSchemas = "json-schemas"
+	// FormatJSONPlain: JsonConverter with schemas.enable=false: the key
+	// and the payload as JSON strings; a NULL payload gives the value null
+	// (4 bytes, not a tombstone).
+	FormatJSONPlain = "json-plain"
+)
+
+// Formats returns the accepted formats.
+func Formats() []string { return []string{FormatRaw, FormatString, FormatJSONSchemas, FormatJSONPlain} }
+
+// Encoded reports whether the mapping encodes key and value (a format other
+// than raw).
+func (m *Mapping) Encoded() bool { return m.Format != "" && m.Format != FormatRaw }
+
+// EncodeKey returns the record key of a key column's text in m.Format:
+// a JSON string, or for an integer column (KeyType int16/int32/int64) its
+// decimal text as a JSON number; with schemas, the Connect schema
+// {"type":KeyType,"optional":false} (the key column is NOT NULL).
+func (m *Mapping) EncodeKey(key []byte) []byte {
+	val := func(b []byte) []byte {
+		if m.KeyType != "string" {
+			return append(b, key...)
+		}
+		return AppendJacksonString(b, key)
+	}
+	switch m.Format {
+	case FormatJSONSchemas:
+		b := make([]byte, 0, len(key)+64)
+		b = append(b, `{"schema":{"type":"`...)
+		b = append(b, m.KeyType...)
+		b = append(b, `","optional":false},"payload":`...)
+		return append(val(b), '}')
+	case FormatJSONPlain:
+		return val(make([]byte, 0, len(key)+2))
+	}
+	return key
+}
+
+// EncodeValue returns the record value of a payload (nil: NULL) in
+// m.Format, as Debezium's Outbox Event Router and the worker's converter
+// make it: MySQL's JSON type compact (CompactJSON); a NULL payload a
+// tombstone (nil) with the string format or Tombstone, else the JSON
+// converter's null ("null", or "payload":null with schemas).
+func (m *Mapping) EncodeValue(payload []byte) []byte {
+	if payload == nil && (m.Tombstone || m.Format == FormatString) {
+		return nil
+	}
+	if payload != nil && m.CompactJSON {
+		payload = CompactJSON(payload)
+	}
+	switch m.Format {
+	case FormatJSONSchemas:
+		b := make([]byte, 0, len(payload)+len(payload)/8+96)
+		b = append(b, `{"schema":{"type":"string","optional":`...)
+		if m.PayloadOptional {
+			b = append(b, "true"...)
+		} else {
+			b = append(b, "false"...)
+		}
+		if m.Kinds[m.Payload] == KindJSON {
+			b = append(b, `,"name":"io.debezium.data.Json","version":1`...)
+		}
+		b = append(b, `},"payload":`...)
+		if payload == nil {
+			b = append(b, "null"...)
+		} else {
+			b = AppendJacksonString(b, payload)
+		}
+		return append(b, '}')
+	case FormatJSONPlain:
+		if payload == nil {
+			return []byte("null")
+		}
+		return AppendJacksonString(make([]byte, 0, len(payload)+len(payload)/8+2), payload)
+	}
+	return payload
+}
+
+// CompactJSON returns JSON text without the whitespace outside strings:
+// MySQL's JSON type as Debezium's MySQL connector renders it (JsonBinary:
+// no space after ":" and ","), from the text MySQL prints ("{"a": 1}" →
+// "{"a":1}"). Numbers are kept as MySQL prints them, which agrees with
+// Java's rendering for integers and for doubles from 1e-3 to 1e7 (Java
+// switches to E notation outside: 1.0E7).
+func CompactJSON(s []byte) []byte {
+	out := make([]byte, 0, len(s))
+	in := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case in:
+			out = append(out, c)
+			if c == '\\' && i+1 < len(s) {
+				i++
+				out = append(out, s[i])
+			} else if c == '"' {
+				in = false
+			}
+		case c == '"':
+			in = true
+			out = append(out, c)
+		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+const hexUpper = "0123456789ABCDEF"
+
+// AppendJacksonString appends s (UTF-8 text) as a JSON string the way
+// Kafka Connect's JsonConverter writes it (Jackson 2.21's UTF8JsonGenerator
+// defaults): '"' and '\' escaped, the control characters below U+0020 as
+// \b \t \n \f \r or \u00XX, characters beyond the Basic Multilingual Plane
+// as an escaped surrogate pair (\uD83C\uDF89: JsonWriteFeature
+// COMBINE_UNICODE_SURROGATES_IN_UTF8 is off by default), everything else as
+// is. An invalid UTF-8 byte becomes U+FFFD, as Java's decoding makes it.
+func AppendJacksonString(b, s []byte) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\r':
+				b = append(b, '\\', 'r')
+			default:
+				if c < 0x20 {
+					b = append(b, '\\', 'u', '0', '0', hexUpper[c>>4], hexUpper[c&15])
+				} else {
+					b = append(b, c)
+				}
+			}
+			continue
+		}
+		r, n := utf8.DecodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = utf8.AppendRune(b, utf8.RuneError)
+		case r > 0xFFFF:
+			r -= 0x10000
+			b = appendU(b, 0xD800+(r>>10))
+			b = appendU(b, 0xDC00+(r&0x3FF))
+		default:
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}
+
+func appendU(b []byte, r rune) []byte {
+	return append(b, '\\', 'u', hexUpper[r>>12&15], hexUpper[r>>8&15], hexUpper[r>>4&15], hexUpper[r&15])
+}
