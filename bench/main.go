@@ -32,7 +32,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/audit"
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/workload"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
@@ -68,6 +70,7 @@ type bench struct {
 	repeat               int
 	drainOnly            bool
 	delivery             string // kafka.delivery of the publishers started ("": the default, at-least-once)
+	audit                bool   // the publishers started run the continuous audit (audit.enabled; ha off)
 	server               string // the source server's name for the table: "MariaDB 10.11.6", "MySQL 9.7.4"
 	run                  string
 	dir                  string
@@ -84,7 +87,7 @@ func main() {
 	out := flag.String("out", "", "append the table to this Markdown file")
 	flag.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the publisher during the drain to this file (then stop after the drain)")
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
-	only := flag.String("only", "", "run one case only: live-cost (with the round floor) or recovery")
+	only := flag.String("only", "", "run one case only: live-cost (with the round floor), audit-cost (live cost with the audit off, then on) or recovery")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
 	costRows := flag.Int("live-cost-rows", 0, "with -only live-cost: rows per transaction (0: uniform 1–10)")
 	flag.BoolVar(&b.drainOnly, "drain-only", false, "measure the raw limits and the drain only (no latency, recovery or dispatcher runs): the second flavour of make bench")
@@ -116,6 +119,14 @@ func main() {
 		b.cleanup(ctx)
 		return
 	}
+	if *only == "audit-cost" {
+		b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
+		b.audit = true
+		b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
+		fmt.Print(b.render(time.Since(start)))
+		b.cleanup(ctx)
+		return
+	}
 	if *only == "recovery" {
 		b.recovery(ctx)
 		fmt.Print(b.render(time.Since(start)))
@@ -142,6 +153,9 @@ func main() {
 	b.latency(ctx, 0, 10*time.Second)
 	b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
 	b.liveCost(ctx, 5000, 100, 100, 15*time.Second, "")
+	b.audit = true
+	b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
+	b.audit = false
 	b.floor(5000, 1, 10, 15*time.Second)
 	b.recovery(ctx)
 	b.dispatcher(ctx)
@@ -487,11 +501,16 @@ type proc struct {
 }
 
 func (b *bench) config(table, topic, key string) string {
+	ha := "ha: {instance-file: %q}"
+	if b.audit {
+		// In run, the audit needs ha off (docs/verify-and-audit.md).
+		ha = "audit: {enabled: true, lag: 2s, interval: 1s}\nha: {enabled: false, instance-file: %q}"
+	}
 	cfg := fmt.Sprintf(`source: {addr: %q, user: %q, password: %q, server-id: %d, schema: %q, table: %q, heartbeat-period: 1s, read-timeout: 5s}
 router: {topic: %q}
 kafka: {brokers: [%s], delivery: %s}
 checkpoint: {addr: %q, key: %q, interval: 200ms}
-ha: {instance-file: %q}
+`+ha+`
 log: {format: json, level: info}
 retry-backoff-max: 2s
 metrics-addr: ""
@@ -813,9 +832,39 @@ func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time
 	if minRows == maxRows {
 		shape = fmt.Sprintf("%d-row", maxRows)
 	}
-	b.add(fmt.Sprintf("live cost at %d events/s in %s transactions", rate, shape),
+	name := fmt.Sprintf("live cost at %d events/s in %s transactions", rate, shape)
+	if b.audit {
+		name += fmt.Sprintf(", with the audit in run (%s)", auditRead(key, wall))
+	}
+	b.add(name,
 		fmt.Sprintf("%.3f cores (%.1f µs CPU per event); p50 %s, p99 %s", cores, float64(cpu1-cpu0)/float64(time.Microsecond)/float64(n), ms(pct(lat, .5)), ms(pct(lat, .99))),
 		fmt.Sprintf("%d events over %.1f s incl. the read-back; publisher CPU (user+system) from /proc; peak RSS %.1f MB; target ≤ 0.05 cores, p99 ≤ 5 ms", n, wall.Seconds(), float64(rss)/(1<<20)))
+}
+
+// auditRead says what the audit of checkpoint key read: the events it
+// audited (its state beside the checkpoint), per second of wall.
+func auditRead(key string, wall time.Duration) string {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	b, err := rdb.Get(context.Background(), checkpoint.AuditKey(key)).Bytes()
+	if err != nil {
+		return "no audit state: " + err.Error()
+	}
+	st, err := audit.ParseState(checkpoint.AuditKey(key), b)
+	if err != nil {
+		return err.Error()
+	}
+	var ok, bad int64
+	for _, t := range st.Totals {
+		for r, n := range t {
+			if r == audit.OK {
+				ok += n
+			} else if r != audit.Duplicate {
+				bad += n
+			}
+		}
+	}
+	return fmt.Sprintf("%d events audited, %.0f rows/s; %d problems", ok, float64(ok)/wall.Seconds(), bad)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

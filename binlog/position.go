@@ -15,8 +15,9 @@ import (
 // flavor's text form: "uuid:1-100,uuid2:1-5" for MySQL (manual §19.1.3.1
 // "GTID Format and Storage"), "domain-server-seq[,...]" for MariaDB
 // (gtid_binlog_pos). GTID is the last transaction's own GTID, empty when
-// unknown. Time is the commit timestamp of that transaction (one-second
-// resolution, from the binlog event header). Opened is when the server
+// unknown. Time is the commit timestamp of that transaction: the GTID
+// event's immediate_commit_timestamp (µs) on MySQL 8.0.1+ when read from
+// the server, else the binlog event header's (one-second resolution). Opened is when the server
 // created File: the timestamp of its Format_description event (one-second
 // resolution), which tells a file apart from another one of the same name
 // after a binlog reset (see Reader: a file-mode start checks it); zero

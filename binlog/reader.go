@@ -360,10 +360,14 @@ type state struct {
 	opened time.Time
 	// read: an event of the binlog itself was read (not one of the
 	// artificial events a dump starts with, nor a heartbeat).
-	read  bool
-	gset  mysql.GTIDSet
-	gtid  string // GTID of the open transaction
-	inTxn bool
+	read bool
+	gset mysql.GTIDSet
+	gtid string // GTID of the open transaction
+	// commitMicros: the open transaction's immediate_commit_timestamp
+	// (MySQL 8.0.1+ GTID event: µs since the epoch, on this server); 0
+	// unknown (MariaDB, older servers): the commit event's 1 s time then.
+	commitMicros uint64
+	inTxn        bool
 	// txnStart is where the open transaction's first event (GTID, or
 	// BEGIN without GTIDs) starts; txnLen its transaction_length (MySQL
 	// GTID events; 0 unknown); body counts its events after the opening
@@ -492,6 +496,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			return nil, err
 		}
 		st.txnStart, st.txnLen, st.fromGTID = eventStart(h), e.TransactionLength, true
+		st.commitMicros = e.ImmediateCommitTimestamp
 		if h.EventType != replication.ANONYMOUS_GTID_EVENT {
 			st.setGTID(e)
 		}
@@ -501,6 +506,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			return nil, err
 		}
 		st.txnStart, st.txnLen, st.fromGTID = eventStart(h), e.TransactionLength, true
+		st.commitMicros = e.ImmediateCommitTimestamp
 		st.setGTID(&e.GTIDEvent)
 	case *replication.MariadbGTIDListEvent:
 		// The GTID state before this file (MariaDB writes it at the start
@@ -695,12 +701,22 @@ func (st *state) commit(h *replication.EventHeader) *Txn {
 			st.r.log.Warn("cannot add GTID to the GTID set", zap.String("gtid", st.gtid), zap.Error(err))
 		}
 	}
-	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: time.Unix(int64(h.Timestamp), 0).UTC(), Opened: st.opened}
+	st.pos = Position{File: st.file, Pos: h.LogPos, GTID: st.gtid, GTIDSet: st.gset.String(), Time: commitTime(st.commitMicros, h.Timestamp), Opened: st.opened}
 	txn := &Txn{Events: st.events, End: st.resume()}
 	st.lastEvents = len(st.events)
 	st.events, st.inTxn, st.gtid, st.bytes, st.body, st.xa = nil, false, "", 0, 0, false
-	st.txnStart, st.txnLen, st.commitAt, st.fromGTID, st.commitUnknown = 0, 0, Position{}, false, false
+	st.txnStart, st.txnLen, st.commitAt, st.fromGTID, st.commitUnknown, st.commitMicros = 0, 0, Position{}, false, false, 0
 	return txn
+}
+
+// commitTime is a transaction's commit time: its immediate_commit_timestamp
+// (µs; MySQL 8.0.1+, the GTID event: MySQL manual, "Replication Delay
+// Monitoring"), else its commit event's header timestamp (seconds).
+func commitTime(micros uint64, header uint32) time.Time {
+	if micros != 0 {
+		return time.UnixMicro(int64(micros)).UTC()
+	}
+	return time.Unix(int64(header), 0).UTC()
 }
 
 // xaPrepare ends an XA transaction's prepare group: committed there when

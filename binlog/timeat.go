@@ -104,7 +104,9 @@ func (s *Server) PositionAt(ctx context.Context, t time.Time, columns []string, 
 	g.Go(func() error { return r.Run(ctx) })
 	prev, found := from, false
 	for txn := range r.Txns() {
-		if !txn.End.Time.Before(t) {
+		// Compared by the second, as t: MySQL's commit times have µs
+		// (immediate_commit_timestamp), the binlog's timestamps seconds.
+		if !txn.End.Time.Truncate(time.Second).Before(t) {
 			found = true
 			cancel()
 			break

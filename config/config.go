@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/cdc-outbox/cdc-outbox/audit"
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
@@ -39,6 +40,9 @@ type Config struct {
 	Log        logging.Config    `yaml:"log" envPrefix:"LOG_" doc:"The logs."`
 	// HA: the leases that make one instance publish each source (docs/ha.md).
 	HA lease.Config `yaml:"ha" envPrefix:"HA_" doc:"The leases that make one instance publish each source (docs/ha.md); the rules below apply with ha.enabled true."`
+	// Audit: the continuous delivery audit (package audit,
+	// docs/verify-and-audit.md); off by default.
+	Audit audit.Config `yaml:"audit" envPrefix:"AUDIT_" doc:"The continuous delivery audit behind the checkpoint (docs/verify-and-audit.md); off by default." rule:"enabled not with ha.enabled (run the audit command instead)"`
 	// Sources: several sources in one process (see SourceConfig); empty:
 	// the top-level sections are the one source.
 	Sources []SourceConfig `yaml:"sources" doc:"Several sources in one process, each its own pipeline, lease and checkpoint; empty: the top-level sections are the one source (docs/ha.md)." rule:"names unique; checkpoint keys unique; server-id ranges on one server apart"`
@@ -79,6 +83,7 @@ func Default() Config {
 		Checkpoint:      checkpoint.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
 		HA:              lease.DefaultConfig(),
+		Audit:           audit.DefaultConfig(),
 		ShutdownTimeout: 30 * time.Second,
 		RetryBackoffMax: 5 * time.Second,
 		MetricsAddr:     "127.0.0.1:9108",
@@ -508,7 +513,10 @@ func (c *Config) Validate() error {
 	for _, sec := range c.tableBeside {
 		errs = append(errs, fmt.Errorf("%s.table: not read when %s.tables is set (the tables listed there are the source's outbox tables): remove it, or list it in %s.tables as {table: ...}", sec, sec, sec))
 	}
-	errs = append(errs, c.Log.Validate(), c.HA.Validate())
+	errs = append(errs, c.Log.Validate(), c.HA.Validate(), c.Audit.Validate())
+	if c.Audit.Enabled && c.HA.Enabled {
+		errs = append(errs, errors.New("audit.enabled: not with ha.enabled (every instance would audit, and their cursors clash): run `cdc-outbox audit` as one process of its own instead, with the same configuration"))
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s: want > 0", c.ShutdownTimeout))
 	}

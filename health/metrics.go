@@ -46,6 +46,7 @@ type BuildInfo struct {
 //	cdc_outbox_acked_commit_timestamp_seconds{source}     commit time of the newest acknowledged transaction (1 s resolution)
 //	cdc_outbox_last_ack_timestamp_seconds{source}         when the newest acknowledgement happened
 //	cdc_outbox_ack_delay_seconds{source}                  commit → acknowledgement of that transaction, at that moment (frozen between acknowledgements)
+//	cdc_outbox_commit_to_ack_seconds{source}              histogram: commit → acknowledgement of each transaction with outbox rows (LatencyBuckets, and native buckets); the latency objective
 //	cdc_outbox_records_dead_lettered_total{source,reason,table} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason and outbox table
 //	cdc_outbox_poison_records_total{source,reason,table}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
 //
@@ -68,6 +69,9 @@ type BuildInfo struct {
 //	cdc_outbox_retention_headroom_bytes            binlog bytes from the start of the oldest binlog the server keeps to the checkpoint (NaN until measured)
 //	cdc_outbox_retention_headroom_seconds          time until the server's binlog expiry may purge the checkpoint's file (NaN until measured or without expiry)
 //
+// The continuous audit's cdc_outbox_audit_* series (Metrics.Audit) are
+// listed in audit.go.
+//
 // Process:
 //
 //	cdc_outbox_build_info{version,commit,date,goversion}  1
@@ -79,6 +83,7 @@ type Metrics struct {
 	produced *prometheus.CounterVec
 	failed   *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
+	latency  *prometheus.HistogramVec
 	commitTS *prometheus.GaugeVec
 	ackTS    *prometheus.GaugeVec
 	delay    *prometheus.GaugeVec
@@ -94,6 +99,8 @@ type Metrics struct {
 	cpErrors    *prometheus.CounterVec
 	headBytes   *prometheus.GaugeVec
 	headSeconds *prometheus.GaugeVec
+
+	audit auditVecs // audit.go
 
 	mu      sync.Mutex
 	sources map[string]*Source
@@ -114,6 +121,7 @@ type Source struct {
 	// a label lookup hashes the values under the vector's lock, and
 	// Produced runs once per produce round.
 	secondsOK, secondsErr prometheus.Observer
+	latency               prometheus.Observer // commit → acknowledgement (AckedCommit)
 	producedMu            sync.Mutex
 	producedBy            map[[2]string]prometheus.Counter
 	commitTS              prometheus.Gauge
@@ -187,6 +195,12 @@ func NewMetrics(b BuildInfo) *Metrics {
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Prefix + "produce_seconds",
 			Help:    "Duration of a produce call (one round of records, until acknowledged or given up), by source and result.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{LabelSource, "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Prefix + "commit_to_ack_seconds",
+			Help:                            "Commit (MySQL: the GTID event's immediate_commit_timestamp, µs; MariaDB: the binlog event time, 1 s, so up to 1 s more) to Kafka's acknowledgement of each transaction with outbox rows, by source: the latency objective's histogram (classic buckets, and native buckets for a scrape that negotiates them).",
+			Buckets:                         LatencyBuckets,
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  160,
+			NativeHistogramMinResetDuration: time.Hour}, src),
 		commitTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "acked_commit_timestamp_seconds",
 			Help: "Commit time (binlog event timestamp, 1 s resolution) of the newest transaction of the source acknowledged by Kafka; NaN until the first."}, src),
 		ackTS: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "last_ack_timestamp_seconds",
@@ -219,7 +233,9 @@ func NewMetrics(b BuildInfo) *Metrics {
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "build_info",
 		Help: "1, labelled with the binary's version, commit, build date and Go version."}, []string{"version", "commit", "date", "goversion"})
 	info.WithLabelValues(b.Version, b.Commit, b.Date, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.commitTS, m.ackTS, m.delay, m.dead, m.poison,
+	m.audit = newAuditVecs()
+	m.reg.MustRegister(m.audit.collectors()...)
+	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.latency, m.commitTS, m.ackTS, m.delay, m.dead, m.poison,
 		m.restarts, m.purged, m.connected, m.caughtUpG, scraped{m}, m.bytesBehind, m.cpSavedTS, m.cpErrors,
 		m.headBytes, m.headSeconds, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -247,6 +263,7 @@ func (m *Metrics) Source(name string) *Source {
 		g.Set(math.NaN())
 	}
 	s.secondsOK, s.secondsErr = s.seconds.WithLabelValues("ok"), s.seconds.WithLabelValues("error")
+	s.latency = m.latency.With(l)
 	s.SetTables() // the table label "" until the tables are known
 	m.sources[name] = s
 	return s
@@ -264,7 +281,7 @@ func (s *Source) Forget() {
 	}
 	delete(m.sources, s.name)
 	l := prometheus.Labels{LabelSource: s.name}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.produced, m.failed, m.seconds, m.commitTS, m.ackTS, m.delay,
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.produced, m.failed, m.seconds, m.latency, m.commitTS, m.ackTS, m.delay,
 		m.dead, m.poison, m.restarts, m.purged, m.connected, m.caughtUpG, m.bytesBehind, m.cpSavedTS, m.cpErrors, m.headBytes, m.headSeconds} {
 		v.DeletePartialMatch(l)
 	}
@@ -476,6 +493,17 @@ func (s *Source) Acked(p binlog.Position) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// LatencyBuckets are the classic buckets of
+// cdc_outbox_commit_to_ack_seconds (seconds); the shipped latency
+// objective counts the transactions at or under 5 s (le="5").
+var LatencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300}
+
+// AckedCommit implements sink.CommitObserver: one transaction committed
+// at commit was acknowledged at at (a clock behind the source's counts 0).
+func (s *Source) AckedCommit(commit, at time.Time) {
+	s.latency.Observe(max(at.Sub(commit).Seconds(), 0))
 }
 
 // Restarted counts a pipeline restart.

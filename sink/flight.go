@@ -348,12 +348,20 @@ func (w *Writer) release(ctx context.Context) error {
 		}
 		clear(f.msgs)
 	}
-	clear(w.uncommitted)
-	w.uncommitted = w.uncommitted[:0]
 	if a.Txns == 0 {
+		clear(w.uncommitted)
+		w.uncommitted = w.uncommitted[:0]
 		return nil
 	}
-	return w.ack(ctx, a)
+	err := w.ack(ctx, a)
+	if err == nil {
+		for _, f := range w.uncommitted {
+			w.ackedCommits(f.owns, f.evs, f.n)
+		}
+	}
+	clear(w.uncommitted)
+	w.uncommitted = w.uncommitted[:0]
+	return err
 }
 
 // redo handles a failure inside the open transaction: the oldest round

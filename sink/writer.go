@@ -53,8 +53,10 @@ type Writer struct {
 	owns   []binlog.Position // Txn.Own of each pending transaction: its own end, for headers and errors
 	parts  int               // topics in the last Ack's Partitions
 	obs    Observer
-	prod   *Producer  // kw before any wrapping; nil with a fake
-	gate   *topicGate // does a record's topic exist (kafka.missing-topic); nil with a fake
+	// commits: obs's CommitObserver side (nil: none).
+	commits CommitObserver
+	prod    *Producer  // kw before any wrapping; nil with a fake
+	gate    *topicGate // does a record's topic exist (kafka.missing-topic); nil with a fake
 
 	flights []flight    // rounds in flight (pipelined), oldest first
 	spare   []flight    // the slices of landed rounds, for the next rounds (roundSlices)
@@ -110,14 +112,42 @@ type Observer interface {
 	// kafka.WriteErrors says which records failed).
 	Produced(msgs []kafka.Message, d time.Duration, err error)
 	// Acked reports the end of an acknowledged run of transactions; its
-	// Time is the commit time of the last one (1 s resolution).
+	// Time is the commit time of the last one (MariaDB: 1 s resolution;
+	// MySQL 8.0.1+: µs, immediate_commit_timestamp).
 	Acked(p binlog.Position)
 }
 
-// SetObserver makes the Writer report to o. Call it before Run.
+// CommitObserver, when an Observer also implements it, is told each
+// acknowledged transaction with outbox rows: its commit time (the Time of
+// its own end: MySQL's immediate_commit_timestamp, µs; MariaDB's binlog
+// event time, 1 s) and the moment of the acknowledgement, for the commit
+// → acknowledgement latency histogram. A fragment's commit time is
+// unknown (zero) and not reported. Called from the Writer's goroutine; it
+// must not block.
+type CommitObserver interface {
+	AckedCommit(commit, at time.Time)
+}
+
+// SetObserver makes the Writer report to o (and to its CommitObserver
+// side, if it has one). Call it before Run.
 func (w *Writer) SetObserver(o Observer) {
 	w.obs = o
 	w.kw = observed{w.kw, o}
+	w.commits, _ = o.(CommitObserver)
+}
+
+// ackedCommits reports the commit times of the first n of a run's
+// transactions (own ends, events per transaction) to the CommitObserver.
+func (w *Writer) ackedCommits(owns []binlog.Position, events []int, n int) {
+	if w.commits == nil {
+		return
+	}
+	at := time.Now()
+	for i := range n {
+		if events[i] > 0 && !owns[i].Time.IsZero() {
+			w.commits.AckedCommit(owns[i].Time, at)
+		}
+	}
 }
 
 // observed reports each produce call of a producer to an Observer.
@@ -528,7 +558,11 @@ func (w *Writer) ackFirst(ctx context.Context, p pendingTxns, n int) error {
 		a.Held += p.sizes[i]
 		a.Events += p.events[i]
 	}
-	return w.ack(ctx, a)
+	if err := w.ack(ctx, a); err != nil {
+		return err
+	}
+	w.ackedCommits(p.owns, p.events, n)
+	return nil
 }
 
 func (w *Writer) ack(ctx context.Context, a Ack) error {

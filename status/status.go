@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/audit"
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
@@ -45,6 +46,10 @@ type Status struct {
 	Lease string `json:"lease,omitempty"`
 	// Problem: why the exit Status is 1; empty when fine.
 	Problem string `json:"problem,omitempty"`
+	// Audit: the continuous audit's state beside the checkpoint (its
+	// cursors, totals and newest findings with their event ids and fix);
+	// nil when no audit runs (audit.enabled, the audit command).
+	Audit *audit.State `json:"audit,omitempty"`
 	// Error: why the status of the source could not be read (ReadSources
 	// of several sources; Read returns it instead).
 	Error string `json:"error,omitempty"`
@@ -63,6 +68,13 @@ func Read(ctx context.Context, cfg config.Config, log *zap.Logger) (Status, erro
 		st.Problem = err.Error()
 	} else if err != nil {
 		return st, err
+	}
+	if b, err := store.LoadAudit(ctx); err != nil {
+		return st, err
+	} else if b != nil {
+		if st.Audit, err = audit.ParseState(checkpoint.AuditKey(store.Key()), b); err != nil {
+			log.Warn("cannot read the audit's state", zap.Error(err))
+		}
 	}
 	if st.ha = cfg.HA.Enabled; st.ha {
 		if st.Lease, err = lease.Holder(ctx, store.Client(), store.Key()); err != nil {
@@ -275,8 +287,33 @@ func (st Status) Write(w io.Writer) {
 		line("last event", "%s", st.LastEventTime.Format(time.RFC3339))
 	}
 	st.writeRetention(w)
+	st.writeAudit(w)
 	if st.Problem != "" {
 		line("FAILED", "%s", st.Problem)
+	}
+}
+
+// writeAudit writes the audit's cursors, totals and newest findings.
+func (st Status) writeAudit(w io.Writer) {
+	a := st.Audit
+	if a == nil {
+		return
+	}
+	tables := make([]string, 0, len(a.Cursors))
+	for t := range a.Cursors {
+		tables = append(tables, t)
+	}
+	slices.Sort(tables)
+	for _, t := range tables {
+		tot := a.Totals[t]
+		fmt.Fprintf(w, "%-13s%s: audited through id %d (%s); ok %d, missing %d, reordered %d, split %d, late duplicates %d, payload differences %d, unseen %d\n",
+			"audit", t, a.Cursors[t], Ago(a.UpdatedAt, st.now), tot[audit.OK], tot[audit.Missing], tot[audit.Reordered], tot[audit.Split], tot[audit.Late], tot[audit.Payload], tot[audit.Unseen])
+	}
+	for _, f := range a.Findings {
+		fmt.Fprintf(w, "  %-11s%s %s: %d %s, event ids %s\n", "found", f.At.Format(time.RFC3339), f.Table, f.Count, f.Result, strings.Join(f.EventIDs, " "))
+		if f.Fix != "" {
+			fmt.Fprintf(w, "  %-11s%s\n", "fix", f.Fix)
+		}
 	}
 }
 

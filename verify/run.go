@@ -10,14 +10,23 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
-	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/router"
+	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 )
+
+// Source is what verify reads of a source's configuration: the source
+// (its database and outbox tables), router.topic (the mappings' default
+// topic) and the Kafka cluster.
+type Source struct {
+	Source binlog.Config
+	Topic  string
+	Kafka  sink.Config
+}
 
 // Options select what Run checks.
 type Options struct {
@@ -181,14 +190,14 @@ func planTable(conn *client.Conn, tbl *binlog.Table, o Options) (plan, error) {
 // checks this first (sharedID) and refuses, naming the tables, the id and
 // the fixes. A table without rows (no topics under a template) gets an
 // empty report.
-func Run(ctx context.Context, cfg config.Config, o Options) ([]TableReport, error) {
+func Run(ctx context.Context, cfg Source, o Options) ([]TableReport, error) {
 	src := cfg.Source
 	srv, err := binlog.Connect(ctx, src, zap.NewNop())
 	if err != nil {
 		return nil, fmt.Errorf("verify: connect to %s: %w", src.Addr, err)
 	}
 	defer srv.Close()
-	ts, err := binlog.NewTableSet(src, cfg.Router.Topic)
+	ts, err := binlog.NewTableSet(src, cfg.Topic)
 	if err != nil {
 		return nil, err
 	}

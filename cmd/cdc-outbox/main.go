@@ -43,6 +43,7 @@ func execute(args []string) int {
 	}
 	root.AddCommand(runCommand())
 	root.AddCommand(verifyCommand())
+	root.AddCommand(auditCommand())
 	root.AddCommand(deadLetterCommand())
 	root.AddCommand(checkpointCommand())
 	root.AddCommand(statusCommand())

@@ -138,6 +138,11 @@ exit 0.`,
 				servers = append(servers, srv)
 				log.Info("serving metrics and health", zap.String("addr", srv.Addr), zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz", "/status"}))
 			}
+			if cfg.Audit.Enabled {
+				auditCtx, stopAudits := context.WithCancel(gctx)
+				defer stopAudits()
+				startAudits(auditCtx, g, cfg.Audit, cfg.Pipelines(), m, log)
+			}
 			// The phase (/readyz) is the worst of the sources' (health.ReadinessOf);
 			// the liveness ticks with every publisher's loop.
 			opts := pipeline.Options{ExplicitStart: explicit, AcceptPartitionChange: accept, Backfill: backfill, Version: version, Live: ticker}

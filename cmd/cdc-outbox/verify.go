@@ -57,7 +57,7 @@ missing events until they arrive. Memory: one bit per event id in the range (a m
 			rep := progress.New(progress.Config{Out: cmd.ErrOrStderr(), Desc: "verify", Unit: "records", Interval: progressEvry})
 			var g errgroup.Group
 			g.Go(func() error { return rep.Run(ctx) })
-			reps, err := verify.Run(ctx, cfg, verify.Options{Topics: topics, Table: table, SinceID: sinceID, UntilID: untilID, Wait: wait,
+			reps, err := verify.Run(ctx, verify.Source{Source: cfg.Source, Topic: cfg.Router.Topic, Kafka: cfg.Kafka}, verify.Options{Topics: topics, Table: table, SinceID: sinceID, UntilID: untilID, Wait: wait,
 				Log: cmd.ErrOrStderr(), Progress: func(n int64, at string) { rep.Update(n, n, at) }})
 			rep.Finish()
 			_ = g.Wait()

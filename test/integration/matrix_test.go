@@ -28,7 +28,7 @@ type recorder struct {
 }
 
 // recorded are the families the alert rules use.
-var recorded = regexp.MustCompile(`^(cdc_outbox_(source_state|ready|seconds_behind_source|source_connected|source_caught_up|records_produced_total|pipeline_restarts_total|checkpoint_age_seconds|source_heard_age_seconds|poison_records_total|purged_skips_total))(\{[^}]*\})? (\S+)$`)
+var recorded = regexp.MustCompile(`^(cdc_outbox_(source_state|ready|seconds_behind_source|source_connected|source_caught_up|records_produced_total|pipeline_restarts_total|checkpoint_age_seconds|source_heard_age_seconds|poison_records_total|purged_skips_total|audit_events_total))(\{[^}]*\})? (\S+)$`)
 
 func (r *recorder) scrape(addr, instance string) {
 	if r.series == nil {
