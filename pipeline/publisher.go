@@ -754,6 +754,8 @@ type nopObserver struct{}
 
 func (nopObserver) Produced([]kafka.Message, time.Duration, error) {}
 func (nopObserver) Acked(binlog.Position)                          {}
+func (nopObserver) Requested(int)                                  {}
+func (nopObserver) Transacted(bool)                                {}
 func (nopObserver) Restarted()                                     {}
 func (nopObserver) PurgedSkip() uint64                             { return 0 }
 func (nopObserver) SourceState(bool, bool)                         {}

@@ -651,3 +651,46 @@ func TestKfakeTxnWriterCommitUnknown(t *testing.T) {
 		t.Errorf("read_uncommitted: %d records, want 32 (written once, not produced again)", all)
 	}
 }
+
+// countObserver counts what the Producer reports: the Produce requests
+// and their records, and the transactions ended.
+type countObserver struct {
+	idObserver
+	requests, records, committed, aborted atomic.Int64
+}
+
+func (o *countObserver) Requested(n int) { o.requests.Add(1); o.records.Add(int64(n)) }
+func (o *countObserver) Transacted(committed bool) {
+	if committed {
+		o.committed.Add(1)
+	} else {
+		o.aborted.Add(1)
+	}
+}
+
+// The Observer is told of every Produce request with its records and of
+// every transaction ended: the metrics of produce requests per second,
+// records per request and transactions (health) come from it. A refused
+// commit counts one aborted transaction.
+func TestKfakeTxnWriterObserved(t *testing.T) {
+	cl, _ := kfakeFault(t, -1, 0, 0)
+	c := &commits{refuse: func(n int32) bool { return n == 1 }}
+	watchCommits(cl, c)
+	w := eosWriter(t, cl, 30*time.Second)
+	obs := &countObserver{}
+	w.SetObserver(obs)
+	l := collectAcks(w)
+	txns := binlogTxns(1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3)
+	if err := w.Run(context.Background(), queued(txns, true)); err != nil {
+		t.Fatal(err)
+	}
+	<-l.done
+	// 30 records in rounds of 10 to one broker, produced twice (the
+	// first transaction's commit was refused, its rounds produced again).
+	if n, r := obs.requests.Load(), obs.records.Load(); r != 60 || n < 6 {
+		t.Errorf("%d requests with %d records reported, want 6 or more with 60", n, r)
+	}
+	if got, want := obs.committed.Load(), int64(c.n.Load()-1); got != want || obs.aborted.Load() != 1 {
+		t.Errorf("transactions reported: %d committed, %d aborted; want %d, 1", got, obs.aborted.Load(), want)
+	}
+}

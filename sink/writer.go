@@ -112,12 +112,23 @@ type Observer interface {
 	// Acked reports the end of an acknowledged run of transactions; its
 	// Time is the commit time of the last one (1 s resolution).
 	Acked(p binlog.Position)
+	// Requested reports one Produce request sent to a broker (a round
+	// sends one per leader; a retry sends another) carrying records
+	// records: what the broker's request handlers pay per request.
+	Requested(records int)
+	// Transacted reports the end of one Kafka transaction (exactly-once):
+	// committed (EndTxn commit) or aborted. Each writes a marker to every
+	// partition the transaction added.
+	Transacted(committed bool)
 }
 
 // SetObserver makes the Writer report to o. Call it before Run.
 func (w *Writer) SetObserver(o Observer) {
 	w.obs = o
 	w.kw = observed{w.kw, o}
+	if w.prod != nil {
+		w.prod.obs = o
+	}
 }
 
 // observed reports each produce call of a producer to an Observer.
