@@ -18,6 +18,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 )
 
 // The whole-system cost of live publishing (issue 37): the publisher's and
@@ -72,7 +73,7 @@ type liveRun struct {
 // the process in CDC_STACK_DIR's kafka/kafka.pid (scripts/dev-stack.sh).
 func brokerCPU() time.Duration {
 	dir := cmp.Or(os.Getenv("CDC_STACK_DIR"), "/tmp/cdc-outbox-stack")
-	b, err := os.ReadFile(filepath.Join(dir, "kafka", "kafka.pid"))
+	b, err := os.ReadFile(filepath.Join(dir, "kafka/kafka.pid"))
 	fail(err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	fail(err)
@@ -234,11 +235,11 @@ func (b *bench) frontierRun(ctx context.Context, c frontierCase, delivery string
 	stop := make(chan struct{})
 	var lat []time.Duration
 	var ids map[int32][]int64
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
+	var read errgroup.Group
+	read.Go(func() error {
 		lat, ids = readAlong(topic, func() int { mu.Lock(); defer mu.Unlock(); return written }, stop)
-	}()
+		return nil
+	})
 	time.Sleep(500 * time.Millisecond) // the consumer joined
 	m0, pc0, bc0, t0 := scrape(addr), p.cpu(), brokerCPU(), time.Now()
 	n := liveWorkloadTxns(table, rate, d, 1000, func() int { return 1 + rand.IntN(10) })
@@ -248,7 +249,7 @@ func (b *bench) frontierRun(ctx context.Context, c frontierCase, delivery string
 	written = n
 	mu.Unlock()
 	close(stop)
-	<-read
+	_ = read.Wait()
 	p.stop()
 	app := latencies(ctx, topic, n)
 	slices.Sort(app)
