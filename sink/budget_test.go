@@ -164,3 +164,27 @@ func TestWriterTrickleAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Writer idle for longer than leaderCheck after its round landed
+// carries on: the timer bounding the wait for an answer is not left
+// running without a round in flight (it would land a round that is not
+// there).
+func TestWriterIdleAfterLanding(t *testing.T) {
+	cl, _ := kfakeFault(t, -1, 0, 0)
+	w := cadenceWriter(t, cl.ListenAddrs(), DefaultLatencyBudget, false, &countObserver{})
+	in := make(chan binlog.Txn)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background(), in) }()
+	txns := binlogTxns(1, 3, 3)
+	in <- txns[0]
+	<-w.Acks()
+	time.Sleep(leaderCheck + leaderCheck/2) // idle: nothing in flight, nothing gathered
+	in <- txns[1]
+	if a := <-w.Acks(); a.End != txns[1].End {
+		t.Fatalf("ack %s, want %s", a.End, txns[1].End)
+	}
+	close(in)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -246,9 +246,13 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 		// leaderCheck: land follows a leader that moved), or the time
 		// the gathered round may go or the open transaction commit.
 		var answered <-chan struct{}
+		var tick <-chan time.Time
 		if len(w.flights) > 0 {
 			answered = w.flights[0].answered()
 			w.tick.Reset(leaderCheck)
+			tick = w.tick.C
+		} else {
+			w.tick.Stop()
 		}
 		var wake time.Time
 		if len(pending) > 0 && len(w.msgs) > 0 && (len(w.flights) == 0 || landed) {
@@ -261,6 +265,8 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 		if !wake.IsZero() {
 			w.pace.Reset(wake.Sub(now))
 			paced = w.pace.C
+		} else {
+			w.pace.Stop()
 		}
 		var txn binlog.Txn
 		var ok bool
@@ -272,7 +278,7 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 			}
 			landed = len(pending) > 0
 			continue
-		case <-w.tick.C:
+		case <-tick:
 			if err := w.land(ctx); err != nil {
 				return err
 			}
