@@ -69,7 +69,7 @@ type Config struct {
 	// cost: the p99 commit → append latency to aim at, a duration from
 	// 1ms to 10s (default 15ms). Within it the Writer coalesces: a round
 	// whose predecessor began a gap ago goes at once (a trickle pays no
-	// wait), and at a higher rate rounds that are not full start at most
+	// wait), and at a higher rate rounds less than half full start at most
 	// once per gap, so that batches grow instead of produce requests
 	// (exactly-once: commits too). source.linger and
 	// kafka.transaction-interval derive from it unless set (sink.Split:

@@ -3,7 +3,7 @@ package sink
 import "time"
 
 // DefaultLatencyBudget is the default latency budget (the configuration's
-// latency-budget): at most 111 rounds per second that are not full (a
+// latency-budget): at most 111 rounds per second less than half full (a
 // gap of 9 ms), where sending each round as soon as the previous one is
 // answered made about 312 at 5,000 events/s (issue 37; the brokers' cost
 // follows them), with source.linger staying 3 ms; aimed at p99 commit →
@@ -25,8 +25,9 @@ type Share struct {
 	// events/s: 64 KiB arrive within it).
 	Linger time.Duration
 	// Gap is the least time between the starts of two produce rounds
-	// that are not full (Writer: a round that fills up goes at once, so a
-	// backlog is not slowed): three fifths of the budget. A round whose
+	// that are less than half full (Writer: a round half full or more
+	// goes at once, so a backlog is not slowed): three fifths of the
+	// budget. A round whose
 	// predecessor began longer ago than Gap goes at once (a trickle pays
 	// no wait); at a higher rate rounds, and so the Produce requests per
 	// broker, stay under 1/Gap per second and grow instead of

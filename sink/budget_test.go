@@ -188,3 +188,33 @@ func TestWriterIdleAfterLanding(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A round half full or more does not wait for the gap (its request is
+// already large; a backlog is not slowed): here the second round, sent
+// right after the first landed.
+func TestWriterAmpleRoundNotPaced(t *testing.T) {
+	cl, _ := kfakeFault(t, -1, 0, 0)
+	budget := 10 * time.Second // a gap of 6 s
+	gap := Split(budget).Gap
+	w := cadenceWriter(t, cl.ListenAddrs(), budget, false, &countObserver{})
+	in := make(chan binlog.Txn)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background(), in) }()
+	half := DefaultConfig().BatchSize / 2
+	txns := binlogTxns(1, half, half)
+	began := time.Now()
+	in <- txns[0]
+	<-w.Acks()
+	in <- txns[1]
+	a := <-w.Acks()
+	if d := time.Since(began); d >= gap {
+		t.Fatalf("two rounds of %d records took %s: the second waited for the %s gap", half, d, gap)
+	}
+	if a.End != txns[1].End {
+		t.Fatalf("ack %s, want %s", a.End, txns[1].End)
+	}
+	close(in)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

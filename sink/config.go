@@ -58,7 +58,7 @@ type Config struct {
 	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL"`
 	// LatencyBudget is the configuration's top-level latency-budget (set
 	// by package config, not a key of this section): the Writer starts a
-	// round that is not full at most once per Split(LatencyBudget).Gap
+	// round less than half full at most once per Split(LatencyBudget).Gap
 	// (budget.go). 0: each round as soon as the previous one is answered
 	// (the cadence before the budget; tests and the raw produce bench).
 	// Validated with the top-level key (config.Config.Validate).

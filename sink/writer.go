@@ -61,7 +61,7 @@ type Writer struct {
 	tick    *time.Timer // bounds Run's wait for the oldest round's answer
 
 	// The cadence (Run, budget.go): the least time between two rounds
-	// that are not full, and between two commits of a Writer run dry
+	// less than half full, and between two commits of a Writer run dry
 	// (Split(cfg.LatencyBudget).Gap; 0: none), when the last round with
 	// records began and when the last transaction committed; pace wakes
 	// Run when the gathered round may go or the transaction commit.
@@ -210,8 +210,9 @@ func (w *Writer) Acks() <-chan Ack { return w.acks }
 // *WriteError). Cancelling ctx aborts in-flight writes.
 //
 // The cadence: the round being gathered goes when it is full, or when the
-// oldest round in flight was answered (nothing in flight: at once) and
-// the previous round began at least Split(LatencyBudget).Gap ago (sendAt).
+// oldest round in flight was answered (nothing in flight: at once) and it
+// is half full or the previous round began at least
+// Split(LatencyBudget).Gap ago (sendAt).
 // A trickle of small transactions so becomes one round per round trip,
 // and at a higher rate one round per gap (issue 37: the broker's cost
 // follows the produce requests), while a backlog still keeps MaxInFlight
@@ -322,8 +323,10 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 
 // mayGo reports whether the round being gathered goes now: it is full,
 // or nothing in flight holds it (no round in flight, or one landed since
-// it began gathering) and its gap passed (sendAt; a round of no records,
-// an acknowledgement only, does not wait for the gap).
+// it began gathering) and it is half full or more (a backlog: its
+// requests are already large, the gap would only slow it) or its gap
+// passed (sendAt; a round of no records, an acknowledgement only, does
+// not wait for the gap).
 func (w *Writer) mayGo(landed bool, now time.Time) bool {
 	if !w.room() {
 		return true
@@ -331,7 +334,13 @@ func (w *Writer) mayGo(landed bool, now time.Time) bool {
 	if len(w.flights) > 0 && !landed {
 		return false
 	}
-	return len(w.msgs) == 0 || !now.Before(sendAt(w.lastSend, now, w.gap))
+	return len(w.msgs) == 0 || w.ample() || !now.Before(sendAt(w.lastSend, now, w.gap))
+}
+
+// ample reports whether the round being gathered is half full or more,
+// by records (BatchSize) or bytes (BatchBytes).
+func (w *Writer) ample() bool {
+	return 2*len(w.msgs) >= w.cfg.BatchSize || 2*w.bytes >= w.cfg.BatchBytes
 }
 
 // wantCommit reports whether an exactly-once Writer commits its open
