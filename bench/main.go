@@ -71,6 +71,7 @@ type bench struct {
 	drainOnly            bool
 	delivery             string // kafka.delivery of the publishers started ("": the default, at-least-once)
 	audit                bool   // the publishers started run the continuous audit (audit.enabled; ha off)
+	extra                string // top-level YAML lines added to the publishers' configurations (metrics-addr replaces the default "")
 	server               string // the source server's name for the table: "MariaDB 10.11.6", "MySQL 9.7.4"
 	run                  string
 	dir                  string
@@ -87,7 +88,11 @@ func main() {
 	out := flag.String("out", "", "append the table to this Markdown file")
 	flag.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the publisher during the drain to this file (then stop after the drain)")
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
-	only := flag.String("only", "", "run one case only: live-cost (with the round floor), audit-cost (live cost with the audit off, then on) or recovery")
+	only := flag.String("only", "", "run one case only: live-cost (with the round floor), audit-cost (live cost with the audit off, then on), recovery, or frontier (the whole-system cost: publisher and broker CPU per rate, delivery and latency budget)")
+	frCases := flag.String("frontier-cases", "default=bin/cdc-outbox@,20ms=bin/cdc-outbox@20ms,100ms=bin/cdc-outbox@100ms", "with -only frontier: label=binary@latency-budget,... (an empty budget writes no key: the binary's default)")
+	frRates := flag.String("frontier-rates", "1000,5000,20000", "with -only frontier: events/s, comma-separated")
+	frRounds := flag.Int("frontier-rounds", 3, "with -only frontier: interleaved rounds of every case")
+	frD := flag.Duration("frontier-d", 15*time.Second, "with -only frontier: the measured window of each run")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
 	costRows := flag.Int("live-cost-rows", 0, "with -only live-cost: rows per transaction (0: uniform 1–10)")
 	flag.BoolVar(&b.drainOnly, "drain-only", false, "measure the raw limits and the drain only (no latency, recovery or dispatcher runs): the second flavour of make bench")
@@ -127,6 +132,19 @@ func main() {
 		b.cleanup(ctx)
 		return
 	}
+	if *only == "frontier" {
+		cases, err := parseCases(*frCases)
+		fail(err)
+		var rates []int
+		for _, f := range strings.Split(*frRates, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			fail(err)
+			rates = append(rates, r)
+		}
+		b.frontier(ctx, cases, rates, *frRounds, *frD)
+		b.write(*out, time.Since(start), ctx)
+		return
+	}
 	if *only == "recovery" {
 		b.recovery(ctx)
 		fmt.Print(b.render(time.Since(start)))
@@ -157,6 +175,7 @@ func main() {
 	b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
 	b.audit = false
 	b.floor(5000, 1, 10, 15*time.Second)
+	b.frontier(ctx, []frontierCase{{"default", b.bin, ""}, {"20ms", b.bin, "20ms"}, {"100ms", b.bin, "100ms"}}, []int{1000, 5000, 20000}, 1, 10*time.Second)
 	b.recovery(ctx)
 	b.dispatcher(ctx)
 	b.write(*out, time.Since(start), ctx)
@@ -352,6 +371,7 @@ type trial struct {
 	rss  int64
 	lag  time.Duration // drain: last acknowledgement → checkpoint at the end seen
 	mcpu time.Duration // CPU time of every process on the machine during the trial
+	bcpu time.Duration // drain: CPU time of the stack's broker during the trial
 }
 
 // machineCPU returns the CPU time every process on the machine has used
@@ -388,8 +408,8 @@ func (b *bench) throughput(ctx context.Context, from, to binlog.Position) {
 	defer func() {
 		e, r := median(eos), median(drain)
 		b.add("drain, kafka.delivery: exactly-once", fmt.Sprintf("%.0f events/s (%.0f %% of the at-least-once drain)", e.rate, 100*e.rate/r.rate),
-			fmt.Sprintf("Kafka transactions spanning rounds (kafka.transaction-interval, default 100 ms; up to 5 rounds in flight); %.3f CPU s per 10,000 events; median of %d trials, each after the at-least-once drain; target ≥ 70 %%",
-				e.cpu.Seconds()/float64(b.rows)*10000, len(eos)))
+			fmt.Sprintf("Kafka transactions spanning rounds (kafka.transaction-interval; up to 5 rounds in flight); %.3f CPU s per 10,000 events, the broker %.3f s; median of %d trials, each after the at-least-once drain; target ≥ 70 %%",
+				e.cpu.Seconds()/float64(b.rows)*10000, e.bcpu.Seconds()/float64(b.rows)*10000, len(eos)))
 	}()
 	spread := func(ts []trial) string {
 		lo, hi := ts[0].rate, ts[0].rate
@@ -420,6 +440,8 @@ func (b *bench) throughput(ctx context.Context, from, to binlog.Position) {
 	b.add("drain: share of the slower raw limit", fmt.Sprintf("%.0f %%", 100*r.rate/min(d.rate, p.rate)),
 		fmt.Sprintf("medians above; each trial against the raw limits measured just before it: %s; target ≥ 80 %%", strings.Join(each, ", ")))
 	b.add("drain: CPU per 10,000 events", fmt.Sprintf("%.3f s", r.cpu.Seconds()/float64(b.rows)*10000), fmt.Sprintf("%.1f CPU s in all (median trial)", r.cpu.Seconds()))
+	b.add("drain: broker CPU per 10,000 events", fmt.Sprintf("%.3f s", r.bcpu.Seconds()/float64(b.rows)*10000),
+		fmt.Sprintf("the stack's broker process (/proc of the pid in CDC_STACK_DIR/kafka/kafka.pid) over the median trial, %.1f CPU s in all", r.bcpu.Seconds()))
 	var rss int64
 	for _, t := range drain {
 		rss = max(rss, t.rss)
@@ -519,6 +541,12 @@ metrics-addr: ""
 		// SIGKILL takes its dead predecessor's lease at once, not after
 		// the lease TTL (the recovery row measured the TTL without it).
 		filepath.Join(b.dir, key[strings.LastIndexByte(key, ':')+1:]+".instance"))
+	if b.extra != "" {
+		if strings.Contains(b.extra, "metrics-addr:") {
+			cfg = strings.Replace(cfg, "metrics-addr: \"\"\n", "", 1)
+		}
+		cfg += b.extra
+	}
 	path := filepath.Join(b.dir, key[strings.LastIndexByte(key, ':')+1:]+".yaml")
 	fail(os.WriteFile(path, []byte(cfg), 0o600))
 	return path
@@ -547,12 +575,7 @@ func (p *proc) waitLog(msg string) time.Time {
 
 // cpuAndRSS returns the process's CPU time (user+system) and peak RSS.
 func (p *proc) cpuAndRSS() (time.Duration, int64) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	fail(err)
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	cpu := time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	cpu := p.cpu()
 	status, _ := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	defer status.Close()
 	sc := bufio.NewScanner(status)
@@ -595,7 +618,7 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 	if profile {
 		args = append(args, "--pprof", "127.0.0.1:6061")
 	}
-	m0 := machineCPU()
+	m0, b0 := machineCPU(), brokerCPU()
 	p := b.start(b.config(b.table, topic, key), args...)
 	began := time.Now()
 	var prof errgroup.Group
@@ -621,7 +644,7 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cpDone := time.Now()
-	mcpu := machineCPU() - m0
+	mcpu, bcpu := machineCPU()-m0, brokerCPU()-b0
 	cpu, rss := p.cpuAndRSS()
 	p.stop()
 	// The drain ends with the last acknowledgement: the broker's append
@@ -640,7 +663,7 @@ func (b *bench) drain(from, to binlog.Position, i int) trial {
 		// drain, a little later than the last append.
 		d, last = cpDone.Sub(began), cpDone
 	}
-	return trial{rate: float64(b.rows) / d.Seconds(), d: d, cpu: cpu, rss: rss, lag: cpDone.Sub(last), mcpu: mcpu}
+	return trial{rate: float64(b.rows) / d.Seconds(), d: d, cpu: cpu, rss: rss, lag: cpDone.Sub(last), mcpu: mcpu, bcpu: bcpu}
 }
 
 // lastAppend returns the broker's append time of topic's newest record

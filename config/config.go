@@ -69,6 +69,18 @@ type Config struct {
 	// 1073741824 (1 GiB). Ignored when GOGC or GOMEMLIMIT is set in the
 	// environment.
 	GCHeadroom int64 `yaml:"gc-headroom" env:"GC_HEADROOM" doc:"Bytes of headroom run gives the Go garbage collector above the live heap (a ballast, not resident); 0: none; ignored when GOGC or GOMEMLIMIT is set." rule:"0 to 1073741824 (1 GiB)"`
+	// LatencyBudget chooses the trade between latency and the brokers'
+	// cost: the p99 commit → append latency to aim at, a duration from
+	// 1ms to 10s (default 15ms). Within it the Writer coalesces: a round
+	// whose predecessor began a gap ago goes at once (a trickle pays no
+	// wait), and at a higher rate rounds less than half full start at most
+	// once per gap, so that batches grow instead of produce requests
+	// (exactly-once: commits too). source.linger and
+	// kafka.transaction-interval derive from it unless set (sink.Split:
+	// linger a fifth, at most 10ms; gap three fifths; transaction
+	// interval the budget, at least 100ms). docs/operations.md, "Latency
+	// budget".
+	LatencyBudget time.Duration `yaml:"latency-budget" env:"LATENCY_BUDGET" doc:"The p99 commit → append latency to aim at: higher means fewer, fuller produce requests (less broker CPU); source.linger and kafka.transaction-interval derive from it unless set (docs/operations.md, Latency budget)." rule:"1ms to 10s"`
 
 	// tableBeside: the source sections ("source", "sources[1].source")
 	// that give source.table beside source.tables (found by Load).
@@ -89,6 +101,7 @@ func Default() Config {
 		MetricsAddr:     "127.0.0.1:9108",
 		AdaptiveProcs:   true,
 		GCHeadroom:      16 << 20,
+		LatencyBudget:   sink.DefaultLatencyBudget,
 	}
 }
 
@@ -117,10 +130,30 @@ func Load(path string) (Config, error) {
 	if len(cfg.Source.Tables) > 0 && (hasKey(&doc, "source", "table") || os.Getenv(EnvPrefix+"SOURCE_TABLE") != "") {
 		cfg.tableBeside = append(cfg.tableBeside, "source")
 	}
+	cfg.spendBudget(func(section, key string) bool {
+		return hasKey(&doc, section, key) || os.Getenv(EnvPrefix+strings.ToUpper(section+"_"+strings.ReplaceAll(key, "-", "_"))) != ""
+	})
 	if err := cfg.resolveSources(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// spendBudget derives the settings that latency-budget governs and that
+// were not given (given(section, key): the file or the environment set
+// it) from it: source.linger and kafka.transaction-interval (sink.Split),
+// and hands it to the Writer (sink.Config.LatencyBudget). The sources
+// entries start from these top-level sections, so an entry inherits them
+// unless it sets the key itself.
+func (c *Config) spendBudget(given func(section, key string) bool) {
+	share := sink.Split(c.LatencyBudget)
+	if !given("source", "linger") {
+		c.Source.Linger = share.Linger
+	}
+	if !given("kafka", "transaction-interval") {
+		c.Kafka.TransactionInterval = share.TransactionInterval
+	}
+	c.Kafka.LatencyBudget = c.LatencyBudget
 }
 
 // hasKey reports whether the YAML document or mapping n has the key path.
@@ -522,6 +555,10 @@ func (c *Config) Validate() error {
 	}
 	if c.GCHeadroom < 0 || c.GCHeadroom > 1<<30 {
 		errs = append(errs, fmt.Errorf("gc-headroom: %d: want 0 (off) to 1073741824 (1 GiB) bytes", c.GCHeadroom))
+	}
+	if c.LatencyBudget < sink.MinLatencyBudget || c.LatencyBudget > sink.MaxLatencyBudget {
+		errs = append(errs, fmt.Errorf("latency-budget: %s: want %s to %s (the p99 commit → append latency to aim at: lower costs the brokers more produce requests, higher batches more)",
+			c.LatencyBudget, sink.MinLatencyBudget, sink.MaxLatencyBudget))
 	}
 	if c.RetryBackoffMax < time.Second {
 		errs = append(errs, fmt.Errorf("retry-backoff-max: %s: want at least 1s", c.RetryBackoffMax))

@@ -49,6 +49,8 @@ type BuildInfo struct {
 //	cdc_outbox_commit_to_ack_seconds{source}              histogram: commit → acknowledgement of each transaction with outbox rows (LatencyBuckets, and native buckets); the latency objective
 //	cdc_outbox_records_dead_lettered_total{source,reason,table} dead-letter records acknowledged (kafka.on-poison: dead-letter), by sink.Reason and outbox table
 //	cdc_outbox_poison_records_total{source,reason,table}        poison records found, either policy (dead-lettered, or the one that stopped the publisher)
+//	cdc_outbox_produce_request_records{source}            histogram: records per Produce request sent to a broker (one per leader per round, and each retry); its _count is the requests, what the brokers' request handlers pay for (rate(_sum)/rate(_count): records per request)
+//	cdc_outbox_kafka_transactions_total{source,result}    Kafka transactions ended (kafka.delivery: exactly-once), result committed or aborted; each writes a marker to every partition it added
 //
 // The table label is the row's outbox table, "schema.table" (one series
 // per table a pattern matches: sharded tables are visible one by one; ""
@@ -91,6 +93,8 @@ type Metrics struct {
 	poison   *prometheus.CounterVec
 	restarts *prometheus.CounterVec
 	purged   *prometheus.CounterVec
+	requests *prometheus.HistogramVec
+	txns     *prometheus.CounterVec
 
 	connected   *prometheus.GaugeVec
 	caughtUpG   *prometheus.GaugeVec
@@ -131,6 +135,8 @@ type Source struct {
 	poison                *prometheus.CounterVec
 	restarts              prometheus.Counter
 	purged                prometheus.Counter
+	requests              prometheus.Observer
+	committed, aborted    prometheus.Counter
 	purgedN               atomic.Uint64
 
 	connected   prometheus.Gauge
@@ -215,6 +221,11 @@ func NewMetrics(b BuildInfo) *Metrics {
 			Help: "Pipeline restarts of the source from the last acknowledged position after retryable errors (broker, database, network)."}, src),
 		purged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "purged_skips_total",
 			Help: "Resumes of the source that skipped a purged binlog range under source.on-purged earliest or latest: those events are not published."}, src),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: Prefix + "produce_request_records",
+			Help:    "Records per Produce request sent to a broker (one request per partition leader per round, and one per retry), by source; the _count is the requests: the brokers' cost follows it more than the records.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9)}, src),
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "kafka_transactions_total",
+			Help: "Kafka transactions ended (kafka.delivery: exactly-once), by source and result (committed, aborted); each writes a marker to every partition it added."}, []string{LabelSource, "result"}),
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "source_connected",
 			Help: "1 while the replication connection to the source is up, 0 otherwise."}, src),
 		caughtUpG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "source_caught_up",
@@ -236,7 +247,7 @@ func NewMetrics(b BuildInfo) *Metrics {
 	m.audit = newAuditVecs()
 	m.reg.MustRegister(m.audit.collectors()...)
 	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.latency, m.commitTS, m.ackTS, m.delay, m.dead, m.poison,
-		m.restarts, m.purged, m.connected, m.caughtUpG, scraped{m}, m.bytesBehind, m.cpSavedTS, m.cpErrors,
+		m.restarts, m.purged, m.requests, m.txns, m.connected, m.caughtUpG, scraped{m}, m.bytesBehind, m.cpSavedTS, m.cpErrors,
 		m.headBytes, m.headSeconds, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -256,6 +267,8 @@ func (m *Metrics) Source(name string) *Source {
 		produced: m.produced.MustCurryWith(l), failed: m.failed.MustCurryWith(l), seconds: m.seconds.MustCurryWith(l),
 		commitTS: m.commitTS.With(l), ackTS: m.ackTS.With(l), delay: m.delay.With(l),
 		dead: m.dead.MustCurryWith(l), poison: m.poison.MustCurryWith(l), restarts: m.restarts.With(l), purged: m.purged.With(l),
+		requests: m.requests.With(l), committed: m.txns.With(prometheus.Labels{LabelSource: name, "result": "committed"}),
+		aborted:   m.txns.With(prometheus.Labels{LabelSource: name, "result": "aborted"}),
 		connected: m.connected.With(l), caughtUpG: m.caughtUpG.With(l), bytesBehind: m.bytesBehind.With(l),
 		cpSavedTS: m.cpSavedTS.With(l), cpErrors: m.cpErrors.With(l), headBytes: m.headBytes.With(l), headSeconds: m.headSeconds.With(l),
 	}
@@ -282,7 +295,7 @@ func (s *Source) Forget() {
 	delete(m.sources, s.name)
 	l := prometheus.Labels{LabelSource: s.name}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.produced, m.failed, m.seconds, m.latency, m.commitTS, m.ackTS, m.delay,
-		m.dead, m.poison, m.restarts, m.purged, m.connected, m.caughtUpG, m.bytesBehind, m.cpSavedTS, m.cpErrors, m.headBytes, m.headSeconds} {
+		m.dead, m.poison, m.restarts, m.purged, m.requests, m.txns, m.connected, m.caughtUpG, m.bytesBehind, m.cpSavedTS, m.cpErrors, m.headBytes, m.headSeconds} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -435,6 +448,19 @@ func (s *Source) Produced(msgs []kafka.Message, d time.Duration, err error) {
 	}
 	if len(msgs) > 0 {
 		flush(msgs[len(msgs)-1].Topic)
+	}
+}
+
+// Requested implements sink.Observer: one Produce request sent with
+// records records.
+func (s *Source) Requested(records int) { s.requests.Observe(float64(records)) }
+
+// Transacted implements sink.Observer: one Kafka transaction ended.
+func (s *Source) Transacted(committed bool) {
+	if committed {
+		s.committed.Inc()
+	} else {
+		s.aborted.Inc()
 	}
 }
 

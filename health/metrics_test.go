@@ -54,6 +54,11 @@ func TestMetricsObserver(t *testing.T) {
 		t.Errorf("ack delay %v s, want about 3", d)
 	}
 	m.Restarted()
+	m.Requested(3)
+	m.Requested(5)
+	m.Transacted(true)
+	m.Transacted(true)
+	m.Transacted(false)
 	if n := m.PurgedSkip(); n != 1 {
 		t.Errorf("PurgedSkip = %d, want 1", n)
 	}
@@ -67,7 +72,9 @@ func TestMetricsObserver(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	for _, want := range []string{`cdc_outbox_records_produced_total{source="default",table="",topic="a"} 4`, `cdc_outbox_pipeline_restarts_total{source="default"} 1`,
-		`cdc_outbox_purged_skips_total{source="default"} 1`, `cdc_outbox_produce_seconds_count{result="error",source="default"} 2`, "go_goroutines", "process_resident_memory_bytes"} {
+		`cdc_outbox_purged_skips_total{source="default"} 1`, `cdc_outbox_produce_seconds_count{result="error",source="default"} 2`,
+		`cdc_outbox_produce_request_records_count{source="default"} 2`, `cdc_outbox_produce_request_records_sum{source="default"} 8`,
+		`cdc_outbox_kafka_transactions_total{result="committed",source="default"} 2`, `cdc_outbox_kafka_transactions_total{result="aborted",source="default"} 1`, "go_goroutines", "process_resident_memory_bytes"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

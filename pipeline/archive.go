@@ -157,7 +157,7 @@ func (p *Publisher) publishArchive(ctx context.Context, srv server, cpw *checkpo
 	if err != nil {
 		return from, err
 	}
-	if err := p.stream(ctx, "archive catch-up", reader, nil, cpw, saved, false); err != nil {
+	if err := p.stream(ctx, "archive catch-up", reader, nil, nil, cpw, saved, false); err != nil {
 		return p.resume, fmt.Errorf("archive catch-up: %w", err)
 	}
 	res := reader.Result()

@@ -107,6 +107,8 @@ type nop struct{}
 
 func (nop) Produced([]kafka.Message, time.Duration, error) {}
 func (nop) Acked(binlog.Position)                          {}
+func (nop) Requested(int)                                  {}
+func (nop) Transacted(bool)                                {}
 func (nop) Restarted()                                     {}
 func (nop) PurgedSkip() uint64                             { return 0 }
 func (nop) SourceState(bool, bool)                         {}

@@ -300,8 +300,12 @@ func (p *Publisher) attempt(ctx context.Context, n int) error {
 	reader.SetTables(tables)
 	budget := binlog.NewBudget(cfg.Source.BufferBytes)
 	reader.SetBudget(budget)
+	// The reader's linger pauses hold the Writer's produce answers: both
+	// get the same pace (stream), read in the wake-up that ends the pause.
+	pace := rawconn.NewPace()
+	reader.SetPace(pace)
 	srv.Close()
-	return p.stream(ctx, "reader", reader, budget, st.cpw, saved, atEnd)
+	return p.stream(ctx, "reader", reader, budget, pace, st.cpw, saved, atEnd)
 }
 
 // preflight (the first pipeline start of the process): the server's
@@ -619,11 +623,16 @@ func (p *Publisher) first(ctx context.Context, st *startState) (step, error) {
 
 // stream runs src → writer → committer with Run, keeping p.resume at the
 // acknowledged position and the partition counts of topics first written.
-func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, cpw *checkpoint.Writer, saved binlog.Position, atEnd bool) error {
+// pace, when not nil, is the one src tells of its linger pauses
+// (rawconn.Pace): the Writer holds its produce answers' wake-ups in them.
+func (p *Publisher) stream(ctx context.Context, name string, src Source, budget Releaser, pace sink.Pacer, cpw *checkpoint.Writer, saved binlog.Position, atEnd bool) error {
 	cfg := p.cfg
 	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router, cfg.ReservedTopics()), router.Balancer(), p.log)
 	writer.SetObserver(p.obs.Sink)
 	writer.PinPartitions(p.parts)
+	if pace != nil {
+		writer.SetPace(pace)
+	}
 	committer := checkpoint.NewCommitter(cpw, cfg.Checkpoint.Interval, cfg.Checkpoint.Timeout, saved, p.log)
 	committer.SetObserver(p.obs.Checkpoint)
 	prog := &progress{p: p, acked: saved, atEnd: atEnd}
@@ -634,11 +643,6 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 	mctx, stopMeasure := context.WithCancel(ctx)
 	var measuring errgroup.Group
 	if r, ok := src.(*binlog.Reader); ok {
-		// The produce answers arriving in the reader's linger pauses are
-		// read in the wake-up that ends the pause (rawconn.Pace).
-		pace := rawconn.NewPace()
-		r.SetPace(pace)
-		writer.SetPace(pace)
 		r.SetObserver(prog)
 		r.SetFileObserver(files)
 		// A caught-up source silent for two heartbeats and a second is

@@ -226,7 +226,7 @@ func TestStreamEmpty(t *testing.T) {
 	p := testPublisher(testConfig(), &fakeStore{}, nil, fakeTopics{})
 	p.parts = map[string]int{"t": 3}
 	cpw := checkpoint.NewWriter(&memBackend{}, checkpoint.Source{ServerID: 1}, map[string]int{"u": 2})
-	if err := p.stream(context.Background(), "test", &empty{out: make(chan binlog.Txn)}, nil, cpw, at(100), true); err != nil {
+	if err := p.stream(context.Background(), "test", &empty{out: make(chan binlog.Txn)}, nil, nil, cpw, at(100), true); err != nil {
 		t.Fatal(err)
 	}
 	if p.resume != at(100) || p.parts["t"] != 3 || p.parts["u"] != 2 {

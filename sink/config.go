@@ -43,16 +43,26 @@ type Config struct {
 	// in flight (TransactionInterval).
 	Delivery string `yaml:"delivery" env:"DELIVERY" doc:"at-least-once (a restart publishes the records after the checkpoint again) or exactly-once (Kafka transactions, for read_committed consumers; docs/delivery.md)." rule:"at-least-once, exactly-once or empty (at-least-once)"`
 	// TransactionInterval is how long a Kafka transaction of exactly-once
-	// delivery stays open for more rounds (as Kafka Streams'
-	// commit.interval.ms): a round begun once it is this old commits the
-	// transaction first (when the transaction ends on a whole binlog
-	// transaction; forced after TransactionTimeout/4). A Writer with
-	// nothing queued commits at once, whatever the age, so that live
-	// latency stays one commit; so does a shutdown. The records of a
-	// round are acknowledged to the checkpoint only after the commit of
-	// its transaction. 0: one round per transaction. Default 100 ms; at
-	// most TransactionTimeout/2 (30 s).
-	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL" doc:"How long a Kafka transaction of exactly-once delivery stays open for more produce rounds; 0: one round per transaction." rule:"0 to 30s"`
+	// delivery stays open for more rounds while rounds keep coming (as
+	// Kafka Streams' commit.interval.ms): a round begun once it is this
+	// old commits the transaction first (when the transaction ends on a
+	// whole binlog transaction; forced after TransactionTimeout/4). A
+	// Writer that ran dry (nothing gathered nor queued, no round in
+	// flight) commits once the previous commit is Split(LatencyBudget).Gap
+	// old: at once at a trickle, at most once per gap at a higher rate
+	// (with LatencyBudget 0, at once); so does a shutdown. The records of
+	// a round are acknowledged to the checkpoint only after the commit of
+	// its transaction. 0: one round per transaction. Default
+	// Split(latency-budget).TransactionInterval (100 ms up to a 100 ms
+	// budget, else the budget); at most TransactionTimeout/2 (30 s).
+	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL" doc:"How long a Kafka transaction of exactly-once delivery stays open for more produce rounds; derived from latency-budget unless set (100ms up to a 100ms budget, else the budget); 0: one round per transaction." rule:"0 to 30s"`
+	// LatencyBudget is the configuration's top-level latency-budget (set
+	// by package config, not a key of this section): the Writer starts a
+	// round less than half full at most once per Split(LatencyBudget).Gap
+	// (budget.go). 0: each round as soon as the previous one is answered
+	// (the cadence before the budget; tests and the raw produce bench).
+	// Validated with the top-level key (config.Config.Validate).
+	LatencyBudget time.Duration `yaml:"-"`
 	// TransactionalID is the Kafka transactional.id of exactly-once
 	// delivery; "" derives it from the checkpoint key
 	// (DefaultTransactionalID). Two publishers with the same id fence each
@@ -136,7 +146,8 @@ func DefaultConfig() Config {
 		DialTimeout:     2 * time.Second,
 		Delivery:        DeliveryAtLeastOnce,
 
-		TransactionInterval: DefaultTransactionInterval,
+		TransactionInterval: Split(DefaultLatencyBudget).TransactionInterval,
+		LatencyBudget:       DefaultLatencyBudget,
 
 		OnPoison:        PolicyFail,
 		DeadLetterTopic: DefaultDeadLetterTopic,

@@ -67,6 +67,7 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 			o := f.owner[len(f.owner)-1]
 			w.whole = o < n && f.pend[o] == f.owns[o]
 		}
+		w.lastSend = f.began
 		r, err := w.prod.Begin(ctx, f.msgs)
 		if err != nil && (!w.txnMode() || errors.Is(err, ErrPartitionCount) || IsFatal(err)) {
 			return w.writeError(err, w.owns)
@@ -331,6 +332,7 @@ func (w *Writer) commit(ctx context.Context) error {
 		}
 		return w.redo(ctx, nil, nil, err)
 	}
+	w.lastCommit = time.Now()
 	return w.release(ctx)
 }
 

@@ -87,6 +87,14 @@ type Producer struct {
 	spare  spares                // record batch buffers of acknowledged rounds
 
 	txn *txnState // exactly-once delivery (txn.go); nil: at-least-once
+
+	obs producerObserver // told of each request and transaction; nil: none
+}
+
+// producerObserver is the part of Observer the Producer reports to.
+type producerObserver interface {
+	Requested(records int)
+	Transacted(committed bool)
 }
 
 type tp struct {
@@ -930,6 +938,13 @@ func (c *Producer) send(ctx context.Context, r *Round, bs []*batch) {
 			continue
 		}
 		r.reqs = append(r.reqs, &request{batches: g, p: p})
+		if c.obs != nil {
+			n := 0
+			for _, b := range g {
+				n += len(b.idx)
+			}
+			c.obs.Requested(n)
+		}
 	}
 }
 

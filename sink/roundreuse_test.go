@@ -39,6 +39,8 @@ func (o *idObserver) Produced(msgs []kafka.Message, _ time.Duration, err error) 
 }
 
 func (*idObserver) Acked(binlog.Position) {}
+func (*idObserver) Requested(int)         {}
+func (*idObserver) Transacted(bool)       {}
 
 // A transaction without outbox rows, landed at once (nothing in flight),
 // must not hand the slices still gathering the next round to a later

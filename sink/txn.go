@@ -383,6 +383,9 @@ func (c *Producer) txnEnd(ctx context.Context, commit bool) error {
 	}
 	clear(c.txn.added)
 	c.txn.open = false
+	if c.obs != nil {
+		c.obs.Transacted(commit)
+	}
 	return nil
 }
 

@@ -62,6 +62,15 @@ type Writer struct {
 	spare   []flight    // the slices of landed rounds, for the next rounds (roundSlices)
 	tick    *time.Timer // bounds Run's wait for the oldest round's answer
 
+	// The cadence (Run, budget.go): the least time between two rounds
+	// less than half full, and between two commits of a Writer run dry
+	// (Split(cfg.LatencyBudget).Gap; 0: none), when the last round with
+	// records began and when the last transaction committed; pace wakes
+	// Run when the gathered round may go or the transaction commit.
+	gap                  time.Duration
+	lastSend, lastCommit time.Time
+	pace                 *time.Timer
+
 	// Exactly-once (flight.go, commit): the rounds landed in the open
 	// Kafka transaction, acknowledged once it commits, and whether the
 	// last round begun ended on a whole binlog transaction.
@@ -115,6 +124,14 @@ type Observer interface {
 	// Time is the commit time of the last one (MariaDB: 1 s resolution;
 	// MySQL 8.0.1+: µs, immediate_commit_timestamp).
 	Acked(p binlog.Position)
+	// Requested reports one Produce request sent to a broker (a round
+	// sends one per leader; a retry sends another) carrying records
+	// records: what the broker's request handlers pay per request.
+	Requested(records int)
+	// Transacted reports the end of one Kafka transaction (exactly-once):
+	// committed (EndTxn commit) or aborted. Each writes a marker to every
+	// partition the transaction added.
+	Transacted(committed bool)
 }
 
 // CommitObserver, when an Observer also implements it, is told each
@@ -134,6 +151,9 @@ func (w *Writer) SetObserver(o Observer) {
 	w.obs = o
 	w.kw = observed{w.kw, o}
 	w.commits, _ = o.(CommitObserver)
+	if w.prod != nil {
+		w.prod.obs = o
+	}
 }
 
 // ackedCommits reports the commit times of the first n of a run's
@@ -203,8 +223,8 @@ func (w *Writer) Partitions() map[string]int {
 }
 
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
-	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan Ack, 64), log: log, tick: stoppedTimer(),
-		warn: logging.NewLimiter(time.Second, 10)}
+	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan Ack, 64), log: log, tick: stoppedTimer(), pace: stoppedTimer(),
+		gap: Split(cfg.LatencyBudget).Gap, warn: logging.NewLimiter(time.Second, 10)}
 }
 
 // DeadLettered returns how many dead-letter records this Writer wrote
@@ -218,65 +238,90 @@ func (w *Writer) Acks() <-chan Ack { return w.acks }
 // Run writes the transactions read from in until in is closed (returning
 // nil after flushing everything read) or a write fails (returning a
 // *WriteError). Cancelling ctx aborts in-flight writes.
+//
+// The cadence: the round being gathered goes when it is full, or when the
+// oldest round in flight was answered (nothing in flight: at once) and it
+// is half full or the previous round began at least
+// Split(LatencyBudget).Gap ago (sendAt).
+// A trickle of small transactions so becomes one round per round trip,
+// and at a higher rate one round per gap (issue 37: the broker's cost
+// follows the produce requests), while a backlog still keeps MaxInFlight
+// rounds of full batches in flight. Exactly-once: a Writer run dry
+// commits once the previous commit is a gap old (wantCommit).
 func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 	defer close(w.acks)
 	defer w.kw.Close()
+	defer w.pace.Stop()
 	if w.gate != nil {
 		defer w.gate.close()
 	}
 	var pending []binlog.Position // ends of transactions with records in w.msgs
+	landed := false               // a round landed while the one being gathered waited
 	for {
+		now := time.Now()
+		if len(pending) > 0 && w.mayGo(landed, now) {
+			if err := w.flush(ctx, &pending); err != nil {
+				return err
+			}
+			landed = false
+			continue
+		}
+		commitAt, commit := w.wantCommit(len(pending), len(in), now)
+		if commit && !now.Before(commitAt) {
+			if err := w.commit(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		// Wait for a transaction, the oldest round's answer (or
+		// leaderCheck: land follows a leader that moved), or the time
+		// the gathered round may go or the open transaction commit.
+		var answered <-chan struct{}
+		var tick <-chan time.Time
+		if len(w.flights) > 0 {
+			answered = w.flights[0].answered()
+			w.tick.Reset(leaderCheck)
+			tick = w.tick.C
+		} else {
+			w.tick.Stop()
+		}
+		var wake time.Time
+		if len(pending) > 0 && len(w.msgs) > 0 && (len(w.flights) == 0 || landed) {
+			wake = sendAt(w.lastSend, now, w.gap)
+		}
+		if commit && (wake.IsZero() || commitAt.Before(wake)) {
+			wake = commitAt
+		}
+		var paced <-chan time.Time
+		if !wake.IsZero() {
+			w.pace.Reset(wake.Sub(now))
+			paced = w.pace.C
+		} else {
+			w.pace.Stop()
+		}
 		var txn binlog.Txn
 		var ok bool
-		if len(w.flights) > 0 {
-			// Rounds in flight: take what arrives, into the round being
-			// gathered, until the oldest is answered (or has waited
-			// leaderCheck: land follows a leader that moved); then land
-			// it and send what was gathered meanwhile. A trickle of small
-			// transactions so becomes one round per round trip rather
-			// than one per transaction (issue 14: the live cost is per
-			// round), while a backlog still keeps MaxInFlight rounds of
-			// full batches in flight.
-			w.tick.Reset(leaderCheck)
-			var got bool
-			select {
-			case txn, ok = <-in:
-				got = true
-			case <-w.flights[0].answered():
-			case <-w.tick.C:
-			case <-ctx.Done():
-				return ctx.Err()
+		select {
+		case txn, ok = <-in:
+		case <-answered:
+			if err := w.land(ctx); err != nil {
+				return err
 			}
-			if !got {
-				if err := w.land(ctx); err != nil {
-					return err
-				}
-				if w.txnMode() && len(pending) == 0 && len(in) == 0 {
-					// Exactly-once, nothing gathered nor queued: commit.
-					if err := w.commit(ctx); err != nil {
-						return err
-					}
-				} else if len(pending) > 0 {
-					if err := w.flush(ctx, &pending); err != nil {
-						return err
-					}
-				}
-				continue
+			landed = len(pending) > 0
+			continue
+		case <-tick:
+			if err := w.land(ctx); err != nil {
+				return err
 			}
-		} else {
-			if w.txnMode() && len(in) == 0 {
-				// Exactly-once, nothing queued: commit the open
-				// transaction before waiting (live latency: one commit).
-				if err := w.commit(ctx); err != nil {
-					return err
-				}
-			}
-			select {
-			case txn, ok = <-in:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			landed = len(pending) > 0
+			continue
+		case <-paced:
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
 		}
+		w.tick.Stop()
+		w.pace.Stop()
 		if !ok {
 			if len(pending) > 0 {
 				if err := w.flush(ctx, &pending); err != nil {
@@ -303,20 +348,45 @@ func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 			}
 			break
 		}
-		if w.gathering() {
-			continue // sent once the oldest round in flight is answered
-		}
-		if err := w.flush(ctx, &pending); err != nil {
-			return err
-		}
 	}
 }
 
-// gathering reports whether the current round keeps gathering
-// transactions rather than being sent now: rounds are in flight
-// (pipelined) and it has room.
-func (w *Writer) gathering() bool {
-	return len(w.flights) > 0 && w.room()
+// mayGo reports whether the round being gathered goes now: it is full,
+// or nothing in flight holds it (no round in flight, or one landed since
+// it began gathering) and it is half full or more (a backlog: its
+// requests are already large, the gap would only slow it) or its gap
+// passed (sendAt; a round of no records, an acknowledgement only, does
+// not wait for the gap).
+func (w *Writer) mayGo(landed bool, now time.Time) bool {
+	if !w.room() {
+		return true
+	}
+	if len(w.flights) > 0 && !landed {
+		return false
+	}
+	return len(w.msgs) == 0 || w.ample() || !now.Before(sendAt(w.lastSend, now, w.gap))
+}
+
+// ample reports whether the round being gathered is half full or more,
+// by records (BatchSize) or bytes (BatchBytes).
+func (w *Writer) ample() bool {
+	return 2*len(w.msgs) >= w.cfg.BatchSize || 2*w.bytes >= w.cfg.BatchBytes
+}
+
+// wantCommit reports whether an exactly-once Writer commits its open
+// transaction, and from when: once no round is in flight, nothing is
+// queued, and nothing is gathered or the last round ended on a whole
+// binlog transaction, at the first moment a gap after the previous commit
+// (at once at a trickle; once per gap at a higher rate: the commits and
+// their markers per second stay bounded by the budget).
+func (w *Writer) wantCommit(pending, queued int, now time.Time) (time.Time, bool) {
+	if !w.txnMode() || len(w.flights) > 0 || queued > 0 || pending > 0 && !w.whole {
+		return time.Time{}, false
+	}
+	if _, open := w.prod.TxnOpen(); !open {
+		return time.Time{}, false
+	}
+	return sendAt(w.lastCommit, now, w.gap), true
 }
 
 func tryRecv(in <-chan binlog.Txn) (binlog.Txn, bool) {
@@ -520,6 +590,7 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 		if w.cfg.TxnID() != "" {
 			markPartial(w.msgs, w.owner, *pending, w.owns, n) // committed.go
 		}
+		w.lastSend = time.Now()
 		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
 			failed, ok := brokerTooLarge(err, len(w.msgs))
 			if !ok {
