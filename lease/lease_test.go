@@ -220,7 +220,10 @@ func TestKeep(t *testing.T) {
 	cancel()
 
 	// Redis unreachable (a pause, a network cut): lost at the deadline,
-	// before the lease can expire in Redis.
+	// before the lease can expire in Redis. A longer TTL here, so that the
+	// margin (TTL/5: 400 ms) covers a loaded machine's scheduling delays
+	// (with 600 ms, a 120 ms margin was overrun under -race in a full run).
+	cfg.TTL = 2 * time.Second
 	rdb.Del(ctx, checkpoint.LeaseKey(key))
 	l, _, sent, _ = Acquire(ctx, rdb, key, "a", cfg.TTL)
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
