@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build docs demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check helm-check helm-cli-check release-tool-check image-run-check docker version date test-flavours test-flavour-subset test-cluster test-many
+	deploy-check release release-check helm-check helm-cli-check release-tool-check image-run-check docker version date test-flavours test-flavour-subset test-flavours-ci test-cluster test-many
 
 all: build
 
@@ -39,8 +39,8 @@ demo-gateway:
 
 ## test: unit tests, the deploy and release checks, then the integration tests against the real local
 ## stack (started if needed; some unit tests run a private redis-server from the stack's packages):
-## all of them on MariaDB 10.11, then the server-dependent subset (FLAVOUR_TESTS) on MySQL 9.7
-## and MariaDB 11.8, one after the other, on the same Redis and Kafka
+## all of them on MariaDB 10.11, then (test-flavours-ci) all of them on MySQL 9.7 and the
+## server-dependent subset (FLAVOUR_TESTS) on MariaDB 11.8, one after the other, on the same Redis and Kafka
 test: vet deploy-check release-check
 	$(STACK) up
 	$(MAKE) unit
@@ -50,7 +50,7 @@ test: vet deploy-check release-check
 	# the release image run with podman against the stack
 	$(MAKE) --no-print-directory image-run-check
 	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_CI)'
-	$(MAKE) --no-print-directory test-flavour-subset
+	$(MAKE) --no-print-directory test-flavours-ci
 	$(MAKE) --no-print-directory test-secure
 	$(MAKE) --no-print-directory test-gateway
 
@@ -72,13 +72,16 @@ test: vet deploy-check release-check
 FLAVOUR_TESTS ?= ^(TestLiveStreamChecksumMismatch|TestSixteenMegabytePayload|TestPoisonFailOversize|TestPoisonRowsDoNotBlock|TestPoisonNullPayloadFail|TestReplayByTimePastNullRow|TestCompleteGTIDSetOldCheckpoint|TestRecoverCheckpoint|TestCheckWarnsWithoutReplicaListing|TestExactlyOnceInOrderNoFaults|TestRolledBackTransactionPublishesNothing|TestKillMidStreamResumes|TestRestartResumesFromCheckpoint|TestRunBadStart|TestReplayRange|TestReplayByTime|TestRotationFlushBinaryLogs|TestPurgedCheckpoint|TestArchiveReplayAndCatchUp|TestSchemaChangesLiveAndReplay|TestLargeTransactionBoundedMemory|TestFragmentedTransactionPositions|TestFaultDatabase|TestCheckCommand|TestCheckPurgedCheckpoint|TestCheckpointCommands.*|TestRuntimeSettingChangeStopsPublisher|TestUnrelatedTrafficPassesBy|TestGTID.*|TestBackfill.*|TestPrune.*|TestMySQL.*|TestXATransactions|TestPayloadByteExact|TestMappingDebeziumOps|TestMappingGenericBackfillPrune|TestMappingRecoverFromHeaders|TestHAServerIDRangeHoldsSourcesOwn|TestHistory.*|TestCheckMapping|TestPoisonLargeTransaction.*)$$
 # the flavours beside the default MariaDB 10.11 (scripts/dev-stack.sh CDC_FLAVOR)
 EXTRA_FLAVOURS ?= mysql mariadb11
+# make test (test-flavours-ci): the whole suite on FULL_FLAVOURS, FLAVOUR_TESTS on SUBSET_FLAVOURS
+FULL_FLAVOURS   ?= mysql
+SUBSET_FLAVOURS ?= mariadb11
 
 # flavour_run FLAVOUR, RUN-REGEX: start that flavour's server on the stack, run the integration
 # tests matching the regex (all if empty) against it, stop the server; the status is kept so
 # that every flavour runs, and the loop fails at the end if one did.
 define flavour_run
 	CDC_FLAVOR=$(1) $(STACK) up
-	t0=$$SECONDS; eval "$$(CDC_FLAVOR=$(1) $(STACK) env)" && \
+	t0=$$SECONDS; eval "$$(CDC_FLAVOR=$(1) $(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && \
 		$(GO) test -tags integration -count=1 -timeout 30m -v $(if $(2),-run '$(2)') ./test/integration/ && \
 		$(GO) test -tags integration -count=1 -v -run 'TestMySQLJSONCorpusLive' ./binlog/; \
 		rc=$$?; echo "flavour $(1): integration tests exit $$rc in $$((SECONDS - t0)) s"; \
@@ -105,6 +108,12 @@ test-flavour-subset:
 ## test-flavours: the full integration suite on each of EXTRA_FLAVOURS (MySQL 9.7, MariaDB 11.8)
 test-flavours:
 	@rc=0; for f in $(EXTRA_FLAVOURS); do $(MAKE) --no-print-directory flavour-run-$$f RUN= || rc=1; done; exit $$rc
+
+## test-flavours-ci (make test): the full integration suite on each of FULL_FLAVOURS (MySQL 9.7),
+## then the server-dependent subset (FLAVOUR_TESTS) on each of SUBSET_FLAVOURS (MariaDB 11.8)
+test-flavours-ci:
+	@rc=0; for f in $(FULL_FLAVOURS); do $(MAKE) --no-print-directory flavour-run-$$f RUN= || rc=1; done; \
+		for f in $(SUBSET_FLAVOURS); do $(MAKE) --no-print-directory flavour-run-$$f RUN='$(FLAVOUR_TESTS)' || rc=1; done; exit $$rc
 
 flavour-run-%:
 	$(call flavour_run,$*,$(RUN))

@@ -141,9 +141,19 @@ func TestBackfill(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
-	time.Sleep(300 * time.Millisecond)
-	p := e.start("--backfill")
-	time.Sleep(500 * time.Millisecond)
+	// Rows inserted before the start, during the backfill and once the
+	// binlog streams: wait for inserts in each phase, not for a time.
+	waitInserted := func(n int64, when string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); inserted.Load() < n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d concurrent rows inserted in 30 s, want %d", when, inserted.Load(), n)
+			}
+		}
+	}
+	waitInserted(100, "before the start")
+	p := e.start("--backfill") // returns once the binlog streams
+	waitInserted(inserted.Load()+100, "after the backfill")
 	stopIns.Store(true)
 	wg.Wait()
 	if !logHas(p.log, "backfill done") {

@@ -101,8 +101,16 @@ func debeziumTakeover(t *testing.T, mode string, viaTopic bool) {
 		w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: strings.TrimPrefix(offsets, "topic:"), RequiredAcks: kafka.RequireAll}
 		key := []byte(`["golden",{"server":"golden"}]`)
 		stale := fmt.Sprintf(`{"file":%q,"pos":4,"event":0,"row":0}`, lastStart.File)
-		if err := w.WriteMessages(context.Background(), kafka.Message{Key: key, Value: []byte(stale)}, kafka.Message{Key: key, Value: []byte(value)}); err != nil {
-			t.Fatal(err)
+		// A topic just created can answer Unknown Topic Or Partition until
+		// its partition has a leader: retry that, nothing else.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			err := w.WriteMessages(context.Background(), kafka.Message{Key: key, Value: []byte(stale)}, kafka.Message{Key: key, Value: []byte(value)})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, kafka.UnknownTopicOrPartition) || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
 		}
 		w.Close()
 	}
