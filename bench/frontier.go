@@ -306,6 +306,7 @@ func (b *bench) frontier(ctx context.Context, cases []frontierCase, rates []int,
 	}
 	b.add("frontier: broker idle", fmt.Sprintf("%.3f cores", idle[len(idle)/2]),
 		fmt.Sprintf("the broker alone before each round (median of %d; included in every broker figure below); load average at the end %s", len(idle), load))
+	var points []plotPoint
 	for _, k := range keys {
 		rs := runs[k]
 		sum := func(r liveRun) float64 { return r.pubCores + r.brokerCores }
@@ -320,10 +321,16 @@ func (b *bench) frontier(ctx context.Context, cases []frontierCase, rates []int,
 			verdict = fmt.Sprintf("NOT VERIFIED: %d missing/duplicate/reordered records over the rounds (see stderr)", bad)
 		}
 		budget := cmp.Or(k.c.budget, "default")
+		points = append(points, plotPoint{k.c.label, cmp.Or(k.delivery, "at-least-once"), k.rate, sum(m), float64(m.p99) / float64(time.Millisecond)})
 		b.add(fmt.Sprintf("frontier %d/s, %s, %s (latency-budget %s)", k.rate, cmp.Or(k.delivery, "at-least-once"), k.c.label, budget),
 			fmt.Sprintf("publisher %.3f + broker %.3f = %.3f cores; p50 %s, p99 %s, max %s", m.pubCores, m.brokerCores, sum(m), ms(m.p50), ms(m.p99), ms(m.max)),
 			fmt.Sprintf("%.0f events/s written; broker %.1f µs CPU per event; %.0f produce requests/s × %.1f records; %.0f transactions/s; read_committed p99 %s; sums %.3f–%.3f cores over %d rounds; %s",
 				float64(m.events)/m.secs, m.brokerCores*1e6/(float64(m.events)/m.secs), m.requests/m.secs, m.records/max(m.requests, 1), m.txns/m.secs, ms(m.readP99),
 				sum(rs[0]), sum(rs[len(rs)-1]), len(rs), verdict))
+	}
+	if b.svg != "" {
+		if err := frontierSVG(b.svg, points); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
 	}
 }

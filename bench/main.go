@@ -77,6 +77,7 @@ type bench struct {
 	dir                  string
 	table                string
 	results              []row
+	svg                  string // -frontier-svg: where the frontier's picture goes ("": none)
 }
 
 func main() {
@@ -93,6 +94,8 @@ func main() {
 	frRates := flag.String("frontier-rates", "1000,5000,20000", "with -only frontier: events/s, comma-separated")
 	frRounds := flag.Int("frontier-rounds", 3, "with -only frontier: interleaved rounds of every case")
 	frD := flag.Duration("frontier-d", 15*time.Second, "with -only frontier: the measured window of each run")
+	frFrom := flag.String("frontier-from", "", "with -frontier-svg: draw the picture from the frontier rows of this results file (a run on record) instead of running")
+	flag.StringVar(&b.svg, "frontier-svg", "", "write the frontier's picture (publisher + broker cores against p99, per delivery mode and rate) to this SVG file")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
 	costRows := flag.Int("live-cost-rows", 0, "with -only live-cost: rows per transaction (0: uniform 1–10)")
 	flag.BoolVar(&b.drainOnly, "drain-only", false, "measure the raw limits and the drain only (no latency, recovery or dispatcher runs): the second flavour of make bench")
@@ -130,6 +133,12 @@ func main() {
 		b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
 		fmt.Print(b.render(time.Since(start)))
 		b.cleanup(ctx)
+		return
+	}
+	if *frFrom != "" {
+		md, err := os.ReadFile(*frFrom)
+		fail(err)
+		fail(frontierSVG(b.svg, plotPointsFrom(string(md))))
 		return
 	}
 	if *only == "frontier" {

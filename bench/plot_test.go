@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPlotPointsFrom(t *testing.T) {
+	md := `| measure | result | notes |
+|---|---|---|
+| frontier: broker idle | 0.030 cores | the broker alone |
+| frontier 5000/s, exactly-once, 20ms (latency-budget 20ms) | publisher 0.086 + broker 0.231 = 0.317 cores; p50 9.97 ms, p99 17.24 ms, max 48.74 ms | x |
+| frontier 1000/s, at-least-once, default (latency-budget default) | publisher 0.048 + broker 0.212 = 0.260 cores; p50 6.18 ms, p99 12.12 ms, max 13.35 ms | x |
+| live cost at 5000 events/s | 0.068 cores | x |
+`
+	got := plotPointsFrom(md)
+	want := []plotPoint{{"20ms", "exactly-once", 5000, 0.317, 17.24}, {"default", "at-least-once", 1000, 0.260, 12.12}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d points %+v, want %+v", len(got), got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("point %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestFrontierSVG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.svg")
+	pts := []plotPoint{{"default", "at-least-once", 5000, 0.24, 14}, {"100ms", "exactly-once", 5000, 0.139, 68}, {"a<b", "exactly-once", 1000, 0.5, 0.05}}
+	if err := frontierSVG(path, pts); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Well-formed XML, one circle per point plus one per rate in the legend.
+	d := xml.NewDecoder(strings.NewReader(string(b)))
+	circles := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "circle" {
+			circles++
+		}
+	}
+	if want := len(pts) + 2; circles != want {
+		t.Errorf("%d circles, want %d", circles, want)
+	}
+	if err := frontierSVG(path, nil); err == nil {
+		t.Error("no points: want an error")
+	}
+}
