@@ -23,10 +23,15 @@ type Ack struct {
 }
 
 // Observer learns the outcome of each checkpoint write (the health
-// metrics' checkpoint age and write errors); it must not block.
+// metrics' checkpoint age and write errors) and of each copy to the
+// mirror topic (Writer.SetMirror); it must not block.
 type Observer interface {
 	CheckpointSaved(p binlog.Position)
 	CheckpointFailed()
+	// CheckpointMirrorFailed counts one failed copy to the mirror topic
+	// (checkpoint.mirror-topic): Redis still has the checkpoint, but a
+	// lost Redis key would resume from the older copy.
+	CheckpointMirrorFailed()
 }
 
 // Committer saves acknowledged positions through a Writer, periodically.

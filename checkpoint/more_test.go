@@ -108,6 +108,7 @@ type recObserver struct {
 
 func (o *recObserver) CheckpointSaved(p binlog.Position) { o.saved = append(o.saved, p) }
 func (o *recObserver) CheckpointFailed()                 { o.failed++ }
+func (o *recObserver) CheckpointMirrorFailed()           {}
 
 // The Committer tells its observer each write's outcome.
 func TestCommitterObserver(t *testing.T) {

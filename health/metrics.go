@@ -68,6 +68,7 @@ type BuildInfo struct {
 //	cdc_outbox_checkpoint_age_seconds              computed at scrape: how long acknowledged progress has waited to be written to the checkpoint; 0 when the checkpoint is up to date
 //	cdc_outbox_checkpoint_saved_timestamp_seconds  when the checkpoint was last written
 //	cdc_outbox_checkpoint_write_errors_total       failed checkpoint writes (retried at the next interval)
+//	cdc_outbox_checkpoint_mirror_errors_total      failed copies to the mirror topic (retried at the next mirror interval)
 //	cdc_outbox_retention_headroom_bytes            binlog bytes from the start of the oldest binlog the server keeps to the checkpoint (NaN until measured)
 //	cdc_outbox_retention_headroom_seconds          time until the server's binlog expiry may purge the checkpoint's file (NaN until measured or without expiry)
 //
@@ -101,6 +102,7 @@ type Metrics struct {
 	bytesBehind *prometheus.GaugeVec
 	cpSavedTS   *prometheus.GaugeVec
 	cpErrors    *prometheus.CounterVec
+	mirrorErrs  *prometheus.CounterVec
 	headBytes   *prometheus.GaugeVec
 	headSeconds *prometheus.GaugeVec
 
@@ -144,6 +146,7 @@ type Source struct {
 	bytesBehind prometheus.Gauge
 	cpSavedTS   prometheus.Gauge
 	cpErrors    prometheus.Counter
+	mirrorErrs  prometheus.Counter
 	headBytes   prometheus.Gauge
 	headSeconds prometheus.Gauge
 
@@ -236,6 +239,8 @@ func NewMetrics(b BuildInfo) *Metrics {
 			Help: "Unix time of the source's last successful checkpoint write; NaN until the first."}, src),
 		cpErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "checkpoint_write_errors_total",
 			Help: "Checkpoint writes of the source to Redis that failed (retried at the next checkpoint.interval; publishing goes on)."}, src),
+		mirrorErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "checkpoint_mirror_errors_total",
+			Help: "Copies of the source's checkpoint to the mirror topic (checkpoint.mirror-topic) that failed (retried at the next checkpoint.mirror-interval; Redis has the checkpoint, a lost Redis key would resume from the older copy)."}, src),
 		headBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "retention_headroom_bytes",
 			Help: "Binlog bytes from the start of the oldest binlog the source keeps to the checkpoint: what purging may remove before the checkpoint's file goes; NaN until measured."}, src),
 		headSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "retention_headroom_seconds",
@@ -248,7 +253,7 @@ func NewMetrics(b BuildInfo) *Metrics {
 	m.reg.MustRegister(m.audit.collectors()...)
 	m.reg.MustRegister(m.produced, m.failed, m.seconds, m.latency, m.commitTS, m.ackTS, m.delay, m.dead, m.poison,
 		m.restarts, m.purged, m.requests, m.txns, m.connected, m.caughtUpG, scraped{m}, m.bytesBehind, m.cpSavedTS, m.cpErrors,
-		m.headBytes, m.headSeconds, info,
+		m.mirrorErrs, m.headBytes, m.headSeconds, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -270,7 +275,7 @@ func (m *Metrics) Source(name string) *Source {
 		requests: m.requests.With(l), committed: m.txns.With(prometheus.Labels{LabelSource: name, "result": "committed"}),
 		aborted:   m.txns.With(prometheus.Labels{LabelSource: name, "result": "aborted"}),
 		connected: m.connected.With(l), caughtUpG: m.caughtUpG.With(l), bytesBehind: m.bytesBehind.With(l),
-		cpSavedTS: m.cpSavedTS.With(l), cpErrors: m.cpErrors.With(l), headBytes: m.headBytes.With(l), headSeconds: m.headSeconds.With(l),
+		cpSavedTS: m.cpSavedTS.With(l), cpErrors: m.cpErrors.With(l), mirrorErrs: m.mirrorErrs.With(l), headBytes: m.headBytes.With(l), headSeconds: m.headSeconds.With(l),
 	}
 	for _, g := range []prometheus.Gauge{s.commitTS, s.ackTS, s.delay, s.bytesBehind, s.cpSavedTS, s.headBytes, s.headSeconds} {
 		g.Set(math.NaN())
@@ -295,7 +300,7 @@ func (s *Source) Forget() {
 	delete(m.sources, s.name)
 	l := prometheus.Labels{LabelSource: s.name}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.produced, m.failed, m.seconds, m.latency, m.commitTS, m.ackTS, m.delay,
-		m.dead, m.poison, m.restarts, m.purged, m.requests, m.txns, m.connected, m.caughtUpG, m.bytesBehind, m.cpSavedTS, m.cpErrors, m.headBytes, m.headSeconds} {
+		m.dead, m.poison, m.restarts, m.purged, m.requests, m.txns, m.connected, m.caughtUpG, m.bytesBehind, m.cpSavedTS, m.cpErrors, m.mirrorErrs, m.headBytes, m.headSeconds} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -664,6 +669,10 @@ func (s *Source) CheckpointSaved(p binlog.Position) {
 
 // CheckpointFailed counts a failed checkpoint write.
 func (s *Source) CheckpointFailed() { s.cpErrors.Inc() }
+
+// CheckpointMirrorFailed counts a failed copy of the checkpoint to the
+// mirror topic (cdc_outbox_checkpoint_mirror_errors_total).
+func (s *Source) CheckpointMirrorFailed() { s.mirrorErrs.Inc() }
 
 // CheckpointAge is the value of cdc_outbox_checkpoint_age_seconds now.
 func (s *Source) CheckpointAge() float64 {

@@ -96,7 +96,7 @@ func TestMetricsFromTheStart(t *testing.T) {
 		got[f.GetName()] = true
 	}
 	for _, name := range []string{"records_produced_total", "records_failed_total", "produce_seconds", "records_dead_lettered_total",
-		"poison_records_total", "pipeline_restarts_total", "purged_skips_total", "checkpoint_write_errors_total",
+		"poison_records_total", "pipeline_restarts_total", "purged_skips_total", "checkpoint_write_errors_total", "checkpoint_mirror_errors_total",
 		"source_connected", "source_caught_up", "seconds_behind_source", "bytes_behind_source", "checkpoint_age_seconds",
 		"retention_headroom_bytes", "retention_headroom_seconds", "build_info"} {
 		if !got[Prefix+name] {
@@ -295,6 +295,11 @@ func TestCheckpointAge(t *testing.T) {
 	}
 	if testutil.ToFloat64(m.cpErrors) != 1 {
 		t.Errorf("checkpoint_write_errors_total != 1")
+	}
+	m.CheckpointMirrorFailed()
+	m.CheckpointMirrorFailed()
+	if testutil.ToFloat64(m.mirrorErrs) != 2 {
+		t.Errorf("checkpoint_mirror_errors_total != 2")
 	}
 }
 

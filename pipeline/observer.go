@@ -121,4 +121,5 @@ func (nop) SetDeadLetterTopic(string)                      {}
 func (nop) PoisonStopped(sink.Reason)                      {}
 func (nop) CheckpointSaved(binlog.Position)                {}
 func (nop) CheckpointFailed()                              {}
+func (nop) CheckpointMirrorFailed()                        {}
 func (nop) SetHeard(func() time.Time, time.Duration)       {}

@@ -741,6 +741,7 @@ func (p *Publisher) writer(src checkpoint.Source, parts map[string]int, existed 
 	w.SetExisted(existed)
 	if p.mirror != nil {
 		w.SetMirror(p.mirror, p.cfg.Checkpoint.MirrorInterval, func(err error) {
+			p.obs.Checkpoint.CheckpointMirrorFailed()
 			if ok, n := p.mirrorWarn.Allow(time.Now()); ok {
 				p.log.Warn("cannot copy the checkpoint to the mirror topic; Redis has it, a lost Redis key would resume from the older copy (more duplicates, nothing lost)",
 					zap.Error(err), zap.Int("suppressed", n), zap.Uint64("failed_copies", w.MirrorFailures()))

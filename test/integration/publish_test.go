@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 )
 
 // produce writes the plan's transactions in order; it returns the first error.
@@ -459,4 +461,61 @@ func TestLostCheckpointMirror(t *testing.T) {
 			t.Fatalf("checkpoint show after reset: exit %d:\n%s", code, out)
 		}
 	})
+}
+
+// A checkpoint mirror copy that keeps failing is counted
+// (cdc_outbox_checkpoint_mirror_errors_total, alert
+// CdcOutboxCheckpointMirrorFailing) while publishing and the checkpoint in
+// Redis go on: the mirror topic refuses every copy (max.message.bytes 16,
+// MESSAGE_TOO_LARGE), as a topic with a wrong ACL or a broken broker does.
+func TestCheckpointMirrorFailureCounted(t *testing.T) {
+	e := newEnv(t)
+	mirror := e.topic + ".cp"
+	conn, err := kafka.Dial("tcp", brokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := conn.Controller()
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := kafka.Dial("tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cc.CreateTopics(kafka.TopicConfig{Topic: mirror, NumPartitions: 1, ReplicationFactor: 1, ConfigEntries: []kafka.ConfigEntry{
+		{ConfigName: "cleanup.policy", ConfigValue: "compact"}, {ConfigName: "max.message.bytes", ConfigValue: "16"}}})
+	cc.Close()
+	if err != nil {
+		t.Fatalf("create %s: %v", mirror, err)
+	}
+	t.Setenv("CDC_OUTBOX_CHECKPOINT_MIRROR_TOPIC", mirror)
+	addr := freeAddr(t)
+	e.extra = fmt.Sprintf("metrics-addr: %s\n", addr)
+	p := e.start()
+	plan := workload.Generate(71, 0, 20, 500, 1, 20, 100)
+	if err := produce(e.writer(), plan); err != nil {
+		t.Fatal(err)
+	}
+	requireOK(t, e.consume(verify.NewChecker(plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
+	const name = `cdc_outbox_checkpoint_mirror_errors_total{source="default"}`
+	deadline := time.Now().Add(30 * time.Second)
+	for !(metricFloat(t, addr, name) >= 2) { // NaN (no such series) waits too
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(p.log)
+			t.Fatalf("%s = %v after 30 s of refused copies (mirror-interval 1s):\n%s", name, metricFloat(t, addr, name), tail(string(b), 10))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Redis has the checkpoint all along: the copy's failure stops nothing.
+	if cp := e.checkpoint(); cp == nil {
+		t.Fatal("no checkpoint in Redis")
+	}
+	if !logHas(p.log, "cannot copy the checkpoint to the mirror topic") {
+		t.Error("the log does not say the copy failed")
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
 }
