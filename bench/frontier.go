@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -66,6 +67,7 @@ type liveRun struct {
 	txns                  float64 // committed transactions over the window
 	p50, p99, max         time.Duration
 	readP99               time.Duration // commit → received by the read_committed consumer
+	histP99               time.Duration // the publisher's own cdc_outbox_commit_to_ack_seconds: the bucket bound holding p99
 	missing, dups, reord  int
 }
 
@@ -121,6 +123,65 @@ func scrape(addr string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// buckets returns the cumulative bucket counts of histogram name on the
+// publisher's metrics at addr, summed over its series, by upper bound
+// (seconds; +Inf included).
+func buckets(addr, name string) map[float64]float64 {
+	out := map[float64]float64{}
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"_bucket{") {
+			continue
+		}
+		_, le, ok := strings.Cut(line, `le="`)
+		le, rest, ok2 := strings.Cut(le, `"}`)
+		if !ok || !ok2 {
+			continue
+		}
+		ub, err1 := strconv.ParseFloat(le, 64) // "+Inf" parses as +Inf
+		v, err2 := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err1 == nil && err2 == nil {
+			out[ub] += v
+		}
+	}
+	return out
+}
+
+// bucketQuantile returns the upper bound of the first bucket holding the
+// q quantile of the observations between two scrapes (b1 - b0, cumulative
+// counts by upper bound), as Prometheus's histogram_quantile would bound
+// it from above; 0 without observations.
+func bucketQuantile(q float64, b0, b1 map[float64]float64) time.Duration {
+	var ubs []float64
+	for ub := range b1 {
+		ubs = append(ubs, ub)
+	}
+	slices.Sort(ubs)
+	if len(ubs) == 0 {
+		return 0
+	}
+	total := b1[ubs[len(ubs)-1]] - b0[ubs[len(ubs)-1]]
+	if total <= 0 {
+		return 0
+	}
+	for _, ub := range ubs {
+		if b1[ub]-b0[ub] >= q*total {
+			if math.IsInf(ub, 1) {
+				return time.Duration(math.MaxInt64)
+			}
+			return time.Duration(ub * float64(time.Second))
+		}
+	}
+	return time.Duration(math.MaxInt64)
 }
 
 // requests returns the produce requests and their records in m: the
@@ -241,10 +302,13 @@ func (b *bench) frontierRun(ctx context.Context, c frontierCase, delivery string
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond) // the consumer joined
+	const hist = "cdc_outbox_commit_to_ack_seconds"
+	h0 := buckets(addr, hist)
 	m0, pc0, bc0, t0 := scrape(addr), p.cpu(), brokerCPU(), time.Now()
 	n := liveWorkloadTxns(table, rate, d, 1000, func() int { return 1 + rand.IntN(10) })
 	time.Sleep(200 * time.Millisecond) // the last rounds land
 	m1, pc1, bc1, t1 := scrape(addr), p.cpu(), brokerCPU(), time.Now()
+	h1 := buckets(addr, hist)
 	mu.Lock()
 	written = n
 	mu.Unlock()
@@ -257,12 +321,24 @@ func (b *bench) frontierRun(ctx context.Context, c frontierCase, delivery string
 	wall := t1.Sub(t0)
 	r := liveRun{pubCores: float64(pc1-pc0) / float64(wall), brokerCores: float64(bc1-bc0) / float64(wall), events: n, secs: wall.Seconds(),
 		p50: pct(app, .5), p99: pct(app, .99), max: pct(app, 1), readP99: pct(lat, .99),
-		txns: m1["cdc_outbox_kafka_transactions_total"] - m0["cdc_outbox_kafka_transactions_total"]}
+		txns: m1["cdc_outbox_kafka_transactions_total"] - m0["cdc_outbox_kafka_transactions_total"], histP99: bucketQuantile(.99, h0, h1)}
 	q1, rec1 := requests(m1)
 	q0, rec0 := requests(m0)
 	r.requests, r.records = q1-q0, rec1-rec0
 	r.missing, r.dups, r.reord = verify(ids, n)
 	return r
+}
+
+// histBound formats a bucket bound of bucketQuantile ("none" without
+// observations, "+Inf" past the last bound).
+func histBound(d time.Duration) string {
+	switch d {
+	case 0:
+		return "none"
+	case time.Duration(math.MaxInt64):
+		return "+Inf"
+	}
+	return d.String()
 }
 
 // cpu returns the process's CPU time (user+system).
@@ -306,6 +382,7 @@ func (b *bench) frontier(ctx context.Context, cases []frontierCase, rates []int,
 	}
 	b.add("frontier: broker idle", fmt.Sprintf("%.3f cores", idle[len(idle)/2]),
 		fmt.Sprintf("the broker alone before each round (median of %d; included in every broker figure below); load average at the end %s", len(idle), load))
+	const hist = "cdc_outbox_commit_to_ack_seconds"
 	var points []plotPoint
 	for _, k := range keys {
 		rs := runs[k]
@@ -324,8 +401,8 @@ func (b *bench) frontier(ctx context.Context, cases []frontierCase, rates []int,
 		points = append(points, plotPoint{k.c.label, cmp.Or(k.delivery, "at-least-once"), k.rate, sum(m), float64(m.p99) / float64(time.Millisecond)})
 		b.add(fmt.Sprintf("frontier %d/s, %s, %s (latency-budget %s)", k.rate, cmp.Or(k.delivery, "at-least-once"), k.c.label, budget),
 			fmt.Sprintf("publisher %.3f + broker %.3f = %.3f cores; p50 %s, p99 %s, max %s", m.pubCores, m.brokerCores, sum(m), ms(m.p50), ms(m.p99), ms(m.max)),
-			fmt.Sprintf("%.0f events/s written; broker %.1f µs CPU per event; %.0f produce requests/s × %.1f records; %.0f transactions/s; read_committed p99 %s; sums %.3f–%.3f cores over %d rounds; %s",
-				float64(m.events)/m.secs, m.brokerCores*1e6/(float64(m.events)/m.secs), m.requests/m.secs, m.records/max(m.requests, 1), m.txns/m.secs, ms(m.readP99),
+			fmt.Sprintf("%.0f events/s written; broker %.1f µs CPU per event; %.0f produce requests/s × %.1f records; %.0f transactions/s; read_committed p99 %s; the publisher's %s p99 ≤ %s; sums %.3f–%.3f cores over %d rounds; %s",
+				float64(m.events)/m.secs, m.brokerCores*1e6/(float64(m.events)/m.secs), m.requests/m.secs, m.records/max(m.requests, 1), m.txns/m.secs, ms(m.readP99), hist, histBound(m.histP99),
 				sum(rs[0]), sum(rs[len(rs)-1]), len(rs), verdict))
 	}
 	if b.svg != "" {

@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/xml"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPlotPointsFrom(t *testing.T) {
@@ -59,5 +61,26 @@ func TestFrontierSVG(t *testing.T) {
 	}
 	if err := frontierSVG(path, nil); err == nil {
 		t.Error("no points: want an error")
+	}
+}
+
+func TestBucketQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	b0 := map[float64]float64{0.005: 10, 0.01: 10, 0.025: 10, inf: 10}
+	b1 := map[float64]float64{0.005: 60, 0.01: 105, 0.025: 110, inf: 110} // 100 observations: 50 ≤ 5 ms, 45 ≤ 10 ms, 5 ≤ 25 ms
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{.5, 5 * time.Millisecond}, {.9, 10 * time.Millisecond}, {.95, 10 * time.Millisecond}, {.99, 25 * time.Millisecond}} {
+		if got := bucketQuantile(c.q, b0, b1); got != c.want {
+			t.Errorf("q %v: %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := bucketQuantile(.99, b1, b1); got != 0 {
+		t.Errorf("no observations: %v, want 0", got)
+	}
+	over := map[float64]float64{0.005: 60, 0.01: 60, 0.025: 60, inf: 110}
+	if got := histBound(bucketQuantile(.99, b0, over)); got != "+Inf" {
+		t.Errorf("past the last bound: %s, want +Inf", got)
 	}
 }
