@@ -67,6 +67,7 @@ type bench struct {
 	rows, convs, payload int
 	bin                  string
 	profile              string
+	heap                 string // with -only live-cost: the file prefix of the publisher's heap profile and MemStats at the window's end
 	repeat               int
 	drainOnly            bool
 	delivery             string // kafka.delivery of the publishers started ("": the default, at-least-once)
@@ -89,7 +90,7 @@ func main() {
 	out := flag.String("out", "", "append the table to this Markdown file")
 	flag.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the publisher during the drain to this file (then stop after the drain)")
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
-	only := flag.String("only", "", "run one case only: live-cost (with the round floor), audit-cost (live cost with the audit off, then on), recovery, or frontier (the whole-system cost: publisher and broker CPU per rate, delivery and latency budget)")
+	only := flag.String("only", "", "run one case only: live-cost (with the round floor), live-rss (the live cost of 1–10-row transactions and the live RSS, no floor), audit-cost (live cost with the audit off, then on), recovery, or frontier (the whole-system cost: publisher and broker CPU per rate, delivery and latency budget)")
 	frCases := flag.String("frontier-cases", "default=bin/cdc-outbox@,20ms=bin/cdc-outbox@20ms,100ms=bin/cdc-outbox@100ms", "with -only frontier: label=binary@latency-budget,... (an empty budget writes no key: the binary's default)")
 	frRates := flag.String("frontier-rates", "1000,5000,20000", "with -only frontier: events/s, comma-separated")
 	frRounds := flag.Int("frontier-rounds", 3, "with -only frontier: interleaved rounds of every case")
@@ -97,6 +98,7 @@ func main() {
 	frFrom := flag.String("frontier-from", "", "with -frontier-svg: draw the picture from the frontier rows of this results file (a run on record) instead of running")
 	flag.StringVar(&b.svg, "frontier-svg", "", "write the frontier's picture (publisher + broker cores against p99, per delivery mode and rate) to this SVG file")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
+	flag.StringVar(&b.heap, "live-cost-heap", "", "with -only live-cost or live-rss: write the publisher's heap profile (PREFIX.heap) and MemStats (PREFIX.txt, /debug/pprof/heap?debug=1) at the end of the window")
 	costRows := flag.Int("live-cost-rows", 0, "with -only live-cost: rows per transaction (0: uniform 1–10)")
 	flag.BoolVar(&b.drainOnly, "drain-only", false, "measure the raw limits and the drain only (no latency, recovery or dispatcher runs): the second flavour of make bench")
 	floorRole := flag.String("floor-role", "", "internal: a process of the round floor (client or peer)")
@@ -123,6 +125,12 @@ func main() {
 		}
 		b.liveCost(ctx, 5000, lo, hi, 15*time.Second, *costProfile)
 		b.floor(5000, lo, hi, 15*time.Second)
+		fmt.Print(b.render(time.Since(start)))
+		b.cleanup(ctx)
+		return
+	}
+	if *only == "live-rss" {
+		b.liveCost(ctx, 5000, 1, 10, 15*time.Second, *costProfile)
 		fmt.Print(b.render(time.Since(start)))
 		b.cleanup(ctx)
 		return
@@ -598,6 +606,37 @@ func (p *proc) cpuAndRSS() (time.Duration, int64) {
 	return cpu, rss
 }
 
+// memory is a process's resident memory from /proc/pid/status, bytes:
+// rss (VmRSS) now, hwm (VmHWM) its peak so far, anon and file the
+// anonymous and file-backed parts of rss (RssAnon, RssFile: the binary's
+// pages the process touched are file-backed).
+type memory struct{ rss, hwm, anon, file int64 }
+
+func (p *proc) memory() memory {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	var m memory
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			m.rss = kb << 10
+		case "VmHWM":
+			m.hwm = kb << 10
+		case "RssAnon":
+			m.anon = kb << 10
+		case "RssFile":
+			m.file = kb << 10
+		}
+	}
+	return m
+}
+
+func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20)) }
+
 func (p *proc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	_ = p.cmd.Wait()
@@ -832,7 +871,8 @@ func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time
 	createTopic(topic)
 	key := "cdc-outbox:bench:cost" + strconv.Itoa(rate) + ":" + strconv.Itoa(maxRows) + ":" + b.run
 	var args []string
-	if pprof != "" {
+	heap := b.heap != "" && !b.audit
+	if pprof != "" || heap {
 		args = append(args, "--pprof", "127.0.0.1:6062")
 	}
 	p := b.start(b.config(table, topic, key), append(args, "--start", "latest")...)
@@ -851,9 +891,19 @@ func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time
 		})
 	}
 	n := liveWorkloadTxns(table, rate, d, 1000, func() int { return minRows + rand.IntN(maxRows-minRows+1) })
+	// The resident memory at the window's end, while live (VmHWM also
+	// holds the start-up's peak).
+	mem := p.memory()
 	lat := latencies(ctx, topic, n)
 	cpu1, rss := p.cpuAndRSS()
 	wall := time.Since(t0)
+	if heap { // after the CPU is read: the profile's own CPU is not the window's
+		for file, path := range map[string]string{b.heap + ".heap": "heap", b.heap + ".txt": "heap?debug=1"} {
+			if out, err := exec.Command("curl", "-sf", "-o", file, "http://127.0.0.1:6062/debug/pprof/"+path).CombinedOutput(); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: heap profile:", err, string(out))
+			}
+		}
+	}
 	if err := prof.Wait(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: profile:", err)
 	}
@@ -871,6 +921,11 @@ func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time
 	b.add(name,
 		fmt.Sprintf("%.3f cores (%.1f µs CPU per event); p50 %s, p99 %s", cores, float64(cpu1-cpu0)/float64(time.Microsecond)/float64(n), ms(pct(lat, .5)), ms(pct(lat, .99))),
 		fmt.Sprintf("%d events over %.1f s incl. the read-back; publisher CPU (user+system) from /proc; peak RSS %.1f MB; target ≤ 0.05 cores, p99 ≤ 5 ms", n, wall.Seconds(), float64(rss)/(1<<20)))
+	if !b.audit && minRows == 1 {
+		b.add(fmt.Sprintf("live RSS at %d events/s in %s transactions", rate, shape),
+			fmt.Sprintf("%s (VmRSS at the window's end), peak %s (VmHWM)", mb(mem.rss), mb(mem.hwm)),
+			fmt.Sprintf("anonymous %s, file-backed %s (the binary's pages); /proc/pid/status; target VmRSS ≤ 32 MB", mb(mem.anon), mb(mem.file)))
+	}
 }
 
 // auditRead says what the audit of checkpoint key read: the events it
