@@ -353,7 +353,45 @@ func TestMappingDebeziumTombstone(t *testing.T) {
 	e.exec("INSERT INTO "+table+" VALUES ('t1', '"+agg+"', 'k', 'Deleted', NULL)",
 		"INSERT INTO "+table+" VALUES ('t2', '"+agg+"', 'k', 'Touched', '{}')")
 	// franz-go tells a null value (nil) from an empty one ([]byte{}).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("outbox.event."+agg), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	recs := consumeRecords(t, "outbox.event."+agg, 2)
+	if string(recs[0].Key) != "k" || recs[0].Value != nil || string(recs[1].Value) != "{}" {
+		t.Fatalf("values %q (nil %v), %q; want a tombstone (null), then {}", recs[0].Value, recs[0].Value == nil, recs[1].Value)
+	}
+}
+
+// Debezium's route.topic.regex/replacement and envelope placement through
+// the running publisher, the sink's checks and the broker: the row's
+// aggregatetype OrderEvent goes to evt.<kind> and its value is
+// StringConverter's text of the struct (not JSON, yet no poison record:
+// the JSON check judges the payload column); NoMatch keeps its name.
+func TestMappingDebeziumEnvelopeRegex(t *testing.T) {
+	e := newEnv(t)
+	table := "dbze_" + e.name
+	kind := "env" + runID
+	createTopic(t, "evt."+kind, 1)
+	e.exec("CREATE TABLE " + table + ` (id VARCHAR(36) NOT NULL PRIMARY KEY, aggregatetype VARCHAR(255) NOT NULL,
+		aggregateid VARCHAR(255) NOT NULL, type VARCHAR(255) NOT NULL, payload JSON NULL, region VARCHAR(32) NOT NULL)`)
+	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
+	e.outbox = table
+	e.sourceExtra = "  mapping: {preset: debezium, format: string, topic-column: aggregatetype, topic-regex: '(?<kind>.*)Event'," +
+		" topic-replacement: 'evt.${kind}', envelope-fields: [region, 'type:eventType']}\n"
+	e.start()
+	e.exec("INSERT INTO "+table+" VALUES ('r1', '"+kind+"Event', 'k', 'Created', '{\"a\":1}', 'eu')",
+		"INSERT INTO "+table+" VALUES ('r2', '"+kind+"Event', 'k', 'Deleted', NULL, 'us')")
+	recs := consumeRecords(t, "evt."+kind, 2)
+	if got := string(recs[0].Value); got != `Struct{payload={"a":1},region=eu,eventType=Created}` {
+		t.Errorf("value %s", got)
+	}
+	if got := string(recs[1].Value); got != `Struct{region=us,eventType=Deleted}` {
+		t.Errorf("NULL payload: value %s, want the struct without payload (no tombstone: the value is a struct)", got)
+	}
+}
+
+// consumeRecords reads topic from its start until it has n records (a
+// minute at most) and fails the test unless it got exactly n.
+func consumeRecords(t *testing.T, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,13 +399,11 @@ func TestMappingDebeziumTombstone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var recs []*kgo.Record
-	for len(recs) < 2 && ctx.Err() == nil {
+	for len(recs) < n && ctx.Err() == nil {
 		recs = append(recs, cl.PollFetches(ctx).Records()...)
 	}
-	if len(recs) != 2 {
-		t.Fatalf("%d records, want 2", len(recs))
+	if len(recs) != n {
+		t.Fatalf("%d records on %s, want %d", len(recs), topic, n)
 	}
-	if string(recs[0].Key) != "k" || recs[0].Value != nil || string(recs[1].Value) != "{}" {
-		t.Fatalf("values %q (nil %v), %q; want a tombstone (null), then {}", recs[0].Value, recs[0].Value == nil, recs[1].Value)
-	}
+	return recs
 }
