@@ -75,7 +75,7 @@ func TestDocsMappingExamples(t *testing.T) {
 		}
 		n++
 	}
-	if n != 4 {
-		t.Fatalf("%d YAML examples, want 4 (im, sharded im, debezium, generic)", n)
+	if n != 5 {
+		t.Fatalf("%d YAML examples, want 5 (im, sharded im, debezium, debezium's options, generic)", n)
 	}
 }

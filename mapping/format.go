@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -62,13 +63,20 @@ func (m *Mapping) EncodeKey(key []byte) []byte {
 // m.Format, as Debezium's Outbox Event Router and the worker's converter
 // make it: MySQL's JSON type compact (CompactJSON); a NULL payload a
 // tombstone (nil) with the string format or Tombstone, else the JSON
-// converter's null ("null", or "payload":null with schemas).
+// converter's null ("null", or "payload":null with schemas). With
+// Tombstone a payload of blanks (Java's String.trim leaves nothing: bytes
+// up to U+0020) is a tombstone too, as Debezium's isDeleteEvent has it.
 func (m *Mapping) EncodeValue(payload []byte) []byte {
-	if payload == nil && (m.Tombstone || m.Format == FormatString) {
+	if payload == nil && m.Format == FormatString || m.Tombstone && blank(payload) {
 		return nil
 	}
 	if payload != nil && m.CompactJSON {
 		payload = CompactJSON(payload)
+	}
+	if m.expand != nil && payload != nil {
+		if v, ok := m.encodeExpanded(payload); ok {
+			return v
+		}
 	}
 	switch m.Format {
 	case FormatJSONSchemas:
@@ -96,6 +104,139 @@ func (m *Mapping) EncodeValue(payload []byte) []byte {
 		return AppendJacksonString(make([]byte, 0, len(payload)+len(payload)/8+2), payload)
 	}
 	return payload
+}
+
+// encodeExpanded returns the value of a payload Debezium expands
+// (expand-json-payload): the Struct as StringConverter (Struct.toString)
+// or JsonConverter writes it; under json-schemas the schema of an empty
+// top-level array, which infers none, is null. ok is false where the
+// payload stays a string under its own schema; also where Debezium's
+// conversion failed after the schema was replaced (a JsonConverter then
+// fails the task: cdc-outbox writes the string, docs/mapping.md).
+func (m *Mapping) encodeExpanded(payload []byte) (v []byte, ok bool) {
+	st, noSchema, _ := m.expand.expand(payload)
+	switch {
+	case st != nil:
+		b := make([]byte, 0, len(payload)+len(payload)/4+64)
+		switch m.Format {
+		case FormatString:
+			return appendJava(b, st), true
+		case FormatJSONPlain:
+			return appendJSON(b, st), true
+		}
+		b = append(b, `{"schema":`...)
+		b = appendSchema(b, st.s)
+		b = append(b, `,"payload":`...)
+		return append(appendJSON(b, st), '}'), true
+	case noSchema && m.Format == FormatJSONSchemas:
+		b := append(make([]byte, 0, len(payload)+32), `{"schema":null,"payload":`...)
+		return append(AppendJacksonString(b, payload), '}'), true
+	}
+	return nil, false
+}
+
+// blank reports whether a payload is NULL or empty after Java's
+// String.trim (which strips the characters up to U+0020): Debezium's
+// isDeleteEvent.
+func blank(p []byte) bool {
+	for _, c := range p {
+		if c > ' ' {
+			return false
+		}
+	}
+	return true
+}
+
+// EncodeRow returns the record value of a row (vals by slot, nil for
+// NULL) whose payload is payload: EncodeValue, or with EnvelopeFields the
+// Connect struct Debezium's envelope placement makes, {payload, fields...}
+// in order, as the converter writes it: StringConverter Struct.toString
+// ("Struct{payload=...,region=eu}", NULL fields left out), JsonConverter
+// an object of the payload (a JSON string or null) and the fields
+// (strings, integers as JSON numbers, null), with schemas under the
+// struct schema named EnvelopeName. With Tombstone a blank payload gives
+// a tombstone (nil).
+func (m *Mapping) EncodeRow(payload []byte, vals [][]byte) []byte {
+	if len(m.EnvelopeFields) == 0 {
+		return m.EncodeValue(payload)
+	}
+	if m.Tombstone && blank(payload) {
+		return nil
+	}
+	if payload != nil && m.CompactJSON {
+		payload = CompactJSON(payload)
+	}
+	n := len(payload) + len(payload)/8 + 64
+	for _, f := range m.EnvelopeFields {
+		n += len(f.Name) + len(vals[f.Slot]) + 8
+	}
+	switch m.Format {
+	case FormatString:
+		b := append(make([]byte, 0, n), "Struct{"...)
+		sep := false
+		put := func(name string, v []byte) {
+			if v == nil {
+				return
+			}
+			if sep {
+				b = append(b, ',')
+			}
+			sep = true
+			b = append(append(append(b, name...), '='), v...)
+		}
+		put("payload", payload)
+		for _, f := range m.EnvelopeFields {
+			put(f.Name, vals[f.Slot])
+		}
+		return append(b, '}')
+	case FormatJSONSchemas:
+		b := make([]byte, 0, n+128+48*len(m.EnvelopeFields)+len(m.EnvelopeName))
+		b = append(b, `{"schema":{"type":"struct","fields":[{"type":"string","optional":`...)
+		b = strconv.AppendBool(b, m.PayloadOptional)
+		if m.Kinds[m.Payload] == KindJSON {
+			b = append(b, `,"name":"io.debezium.data.Json","version":1`...)
+		}
+		b = append(b, `,"field":"payload"}`...)
+		for _, f := range m.EnvelopeFields {
+			b = append(b, `,{"type":"`...)
+			b = append(b, f.Type...)
+			b = append(b, `","optional":`...)
+			b = strconv.AppendBool(b, f.Optional)
+			b = append(b, `,"field":`...)
+			b = AppendJacksonString(b, []byte(f.Name))
+			b = append(b, '}')
+		}
+		b = append(b, `],"optional":false,"name":`...)
+		b = AppendJacksonString(b, []byte(m.EnvelopeName))
+		b = append(b, `},"payload":`...)
+		return append(m.appendStruct(b, payload, vals), '}')
+	}
+	return m.appendStruct(make([]byte, 0, n), payload, vals)
+}
+
+// appendStruct appends the value struct as JsonConverter writes it
+// without its schema.
+func (m *Mapping) appendStruct(b, payload []byte, vals [][]byte) []byte {
+	b = append(b, `{"payload":`...)
+	if payload == nil {
+		b = append(b, "null"...)
+	} else {
+		b = AppendJacksonString(b, payload)
+	}
+	for _, f := range m.EnvelopeFields {
+		b = append(b, ',')
+		b = AppendJacksonString(b, []byte(f.Name))
+		b = append(b, ':')
+		switch v := vals[f.Slot]; {
+		case v == nil:
+			b = append(b, "null"...)
+		case f.Type != "string":
+			b = append(b, v...)
+		default:
+			b = AppendJacksonString(b, v)
+		}
+	}
+	return append(b, '}')
 }
 
 // CompactJSON returns JSON text without the whitespace outside strings:

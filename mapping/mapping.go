@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -96,6 +97,36 @@ type Config struct {
 	// (json-plain writes null, json-schemas "payload":null). Needs a format
 	// other than raw.
 	TombstoneOnEmptyPayload bool `yaml:"tombstone-on-empty-payload" doc:"A NULL payload gives a tombstone in every format (Debezium's route.tombstone.on.empty.payload); false: only format string does." rule:"needs a format other than raw"`
+	// TopicRegex and TopicReplacement are Debezium's route.topic.regex
+	// and route.topic.replacement over the topic column's value (its
+	// route.by.field): the replacement when the regex matches the whole
+	// value, else the value as it is (TopicRegex). Setting one takes
+	// Debezium's default for the other: (?<routedByValue>.*) and
+	// outbox.event.${routedByValue}.
+	TopicRegex       string `yaml:"topic-regex" doc:"Debezium's route.topic.regex over the topic-column's value (RE2 syntax); empty with topic-replacement set: (?<routedByValue>.*)." rule:"needs topic-column; a regex Go's regexp compiles, its group names Java's (letters and digits)"`
+	TopicReplacement string `yaml:"topic-replacement" doc:"Debezium's route.topic.replacement: the topic when topic-regex matches the whole value (Java syntax: ${name} or $n for a group, \\x for x); empty with topic-regex set: outbox.event.${routedByValue}." rule:"needs topic-column; its groups those of topic-regex"`
+	// EnvelopeFields are Debezium's table.fields.additional.placement
+	// entries of placement envelope, in order: "column" or "column:alias".
+	// The value becomes a struct of the payload (field "payload") and
+	// these columns, as a Connect converter writes it (format string,
+	// json-schemas or json-plain).
+	EnvelopeFields []string `yaml:"envelope-fields" doc:"Debezium's additional fields of placement envelope, in order: column or column:alias; the value becomes a struct {payload, fields...}." rule:"needs a format other than raw; string (CHAR, VARCHAR, TEXT) or integer columns; names distinct, not payload"`
+	// EnvelopeSchemaName is the json-schemas value schema's name with
+	// EnvelopeFields. Debezium names it <topic.prefix>.<database>.<table>.
+	// <route.by.field value>.Value after the first record its task routes,
+	// and keeps that name for every record (its schema cache is keyed by
+	// the payload's schema), so it is given here.
+	EnvelopeSchemaName string `yaml:"envelope-schema-name" doc:"With envelope-fields and format json-schemas: the value schema's name, as Debezium's task names it (<topic.prefix>.<database>.<table>.<route.by.field value of its first record>.Value)." rule:"required with envelope-fields and format json-schemas; only with envelope-fields"`
+	// ExpandJSONPayload is Debezium's table.expand.json.payload: a
+	// payload that starts with { is written as the Connect struct whose
+	// schema Debezium infers from it (expand.go), not as a JSON string;
+	// one that does not parse, or whose schema cannot be inferred, stays
+	// a string. Needs a format other than raw; not with EnvelopeFields.
+	ExpandJSONPayload bool `yaml:"expand-json-payload" doc:"Debezium's table.expand.json.payload: a JSON object payload is written as the Connect struct Debezium infers from it (its fields, with a schema under json-schemas), not as a JSON string." rule:"needs a format other than raw; not with envelope-fields"`
+	// ExpandJSONNull is Debezium's table.json.payload.null.behavior: a
+	// JSON null in an expanded payload leaves its field out (ignore, the
+	// default) or makes it an optional bytes field (optional-bytes).
+	ExpandJSONNull string `yaml:"expand-json-null" doc:"Debezium's table.json.payload.null.behavior: a null in an expanded payload leaves its field out (ignore) or gives an optional bytes field (optional-bytes)." rule:"ignore, optional-bytes or empty (ignore); used with expand-json-payload (ignored without, as by Debezium)"`
 }
 
 // CloudEvents configures the binary-mode CloudEvents headers (CloudEvents
@@ -212,6 +243,49 @@ func (c *Config) Validate(prefix string) error {
 			bad("headers", "a header with an empty name")
 		}
 	}
+	if c.TopicRegex != "" || c.TopicReplacement != "" {
+		if c.TopicColumn == "" {
+			bad("topic-regex", "topic-regex and topic-replacement rename the topic-column's value (Debezium's route.by.field): set topic-column")
+		}
+		if _, err := c.topicRegex(); err != nil {
+			bad("topic-regex", "%v", err)
+		}
+	}
+	if len(c.EnvelopeFields) > 0 {
+		if c.Format == "" || c.Format == FormatRaw {
+			bad("envelope-fields", "needs format string, json-schemas or json-plain (the value becomes a Connect struct)")
+		}
+		seen := map[string]bool{"payload": true}
+		for _, f := range c.EnvelopeFields {
+			_, alias, err := envelopeField(f)
+			if err != nil {
+				bad("envelope-fields", "%q: %v", f, err)
+				continue
+			}
+			if seen[alias] {
+				bad("envelope-fields", "%q: the value struct already has a field %s (Debezium fails the record): give it another alias (column:alias)", f, alias)
+			}
+			seen[alias] = true
+		}
+		if c.Format == FormatJSONSchemas && c.EnvelopeSchemaName == "" {
+			bad("envelope-schema-name", "required with envelope-fields and format json-schemas: the value schema's name, as Debezium names it: <topic.prefix>.<database>.<table>.<route.by.field value of its task's first record>.Value, e.g. dbserver1.shop.outbox.Order.Value")
+		}
+	} else if c.EnvelopeSchemaName != "" {
+		bad("envelope-schema-name", "only with envelope-fields (the value schema of a struct value)")
+	}
+	if c.ExpandJSONPayload {
+		if c.Format == "" || c.Format == FormatRaw {
+			bad("expand-json-payload", "needs format string, json-schemas or json-plain (the payload becomes a Connect struct)")
+		}
+		if len(c.EnvelopeFields) > 0 {
+			bad("expand-json-payload", "not supported with envelope-fields (Debezium names each inferred value schema after the first record of that payload shape)")
+		}
+	}
+	switch c.ExpandJSONNull {
+	case "", ExpandNullIgnore, ExpandNullOptionalBytes:
+	default:
+		bad("expand-json-null", "%q: want ignore or optional-bytes", c.ExpandJSONNull)
+	}
 	return errors.Join(errs...)
 }
 
@@ -222,7 +296,31 @@ func (c *Config) IsIM() bool {
 	return (c.Preset == "" || c.Preset == PresetIM) && c.ID == "" && len(c.Key) == 0 && c.Payload == "" && c.PayloadFormat == "" && c.Order == "" &&
 		c.Topic == "" && c.TopicColumn == "" && len(c.Headers) == 0 && c.Timestamp == "" && c.Partition == "" &&
 		c.TraceParent == "" && c.TraceState == "" && (c.Envelope == "" || c.Envelope == EnvelopeRaw) &&
-		(c.Format == "" || c.Format == FormatRaw)
+		(c.Format == "" || c.Format == FormatRaw) && c.TopicRegex == "" && c.TopicReplacement == "" && len(c.EnvelopeFields) == 0 &&
+		c.EnvelopeSchemaName == "" && !c.ExpandJSONPayload && c.ExpandJSONNull == ""
+}
+
+// topicRegex compiles TopicRegex and TopicReplacement with Debezium's
+// default for the one left empty; nil when neither is set.
+func (c *Config) topicRegex() (*TopicRegex, error) {
+	if c.TopicRegex == "" && c.TopicReplacement == "" {
+		return nil, nil
+	}
+	return CompileTopicRegex(cmp.Or(c.TopicRegex, DefaultTopicRegex), cmp.Or(c.TopicReplacement, DefaultTopicReplacement))
+}
+
+// envelopeField splits an envelope-fields entry, "column" or
+// "column:alias" (Debezium's column:envelope:alias).
+func envelopeField(s string) (col, alias string, err error) {
+	col, alias, found := strings.Cut(s, ":")
+	col, alias = strings.TrimSpace(col), strings.TrimSpace(alias)
+	if !found {
+		alias = col
+	}
+	if col == "" || alias == "" || strings.Contains(alias, ":") {
+		return "", "", errors.New("want column or column:alias")
+	}
+	return col, alias, nil
 }
 
 // IsZero reports whether c sets nothing (a source.tables entry without a
@@ -333,6 +431,26 @@ type Mapping struct {
 	// for an integer column (connectType); the json formats write an
 	// integer key as a JSON number.
 	KeyType string
+	// TopicRegex renames the topic column's value (topic-regex,
+	// topic-replacement); nil: the value is the topic.
+	TopicRegex *TopicRegex
+	// EnvelopeFields are the value struct's fields after "payload"
+	// (envelope-fields), in order; EnvelopeName is its json-schemas name.
+	EnvelopeFields []EnvelopeField
+	EnvelopeName   string
+	// expand: the payload is expanded (expand-json-payload); nil: not.
+	expand *expander
+}
+
+// EnvelopeField is a field of the value struct (Config.EnvelopeFields):
+// its name, its column's slot and the Connect schema Debezium's MySQL
+// connector gives the column: Type string, or int16/int32/int64
+// (connectType); Optional for a nullable column.
+type EnvelopeField struct {
+	Name     string
+	Slot     int
+	Type     string
+	Optional bool
 }
 
 // Header is a record header taken from a column slot.
@@ -544,6 +662,10 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 	}
 	if r.TopicColumn != "" {
 		m.TopicColumn = slot(r.TopicColumn, "topic-column", KindString)
+		var err error
+		if m.TopicRegex, err = r.topicRegex(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: table %s: topic-regex: %v", ErrMapping, table, err))
+		}
 	} else {
 		topic := r.Topic
 		if topic == "" {
@@ -598,6 +720,32 @@ func Compile(c Config, defaultTopic, table string, cols []Column) (*Mapping, err
 	}
 	for _, h := range headers {
 		m.Headers = append(m.Headers, Header{Name: h[0], Slot: slot(h[1], "header "+h[0])})
+	}
+	for _, f := range r.EnvelopeFields {
+		col, alias, err := envelopeField(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: table %s: envelope-fields %q: %v", ErrMapping, table, f, err))
+			continue
+		}
+		role := "envelope field " + alias
+		s := slot(col, role, KindString, KindInteger)
+		ef := EnvelopeField{Name: alias, Slot: s, Type: "string", Optional: nullable(col)}
+		if s >= 0 {
+			switch c := byName[m.Cols[s]]; strings.ToLower(c.DataType) {
+			case "binary", "varbinary", "enum", "set", "uuid":
+				fail(col, role, "type "+c.DataType+" has a Connect schema of its own in Debezium (bytes, io.debezium.data.Enum, ...), not reproduced",
+					"map the field to a CHAR, VARCHAR, TEXT or integer column")
+			default:
+				if m.Kinds[s] == KindInteger {
+					ef.Type = connectType(c.DataType, c.Unsigned)
+				}
+			}
+		}
+		m.EnvelopeFields = append(m.EnvelopeFields, ef)
+	}
+	m.EnvelopeName = r.EnvelopeSchemaName
+	if r.ExpandJSONPayload {
+		m.expand = &expander{optionalBytes: r.ExpandJSONNull == ExpandNullOptionalBytes}
 	}
 	if m.CloudEvents {
 		m.CESource = template("cloudevents.source", r.CloudEvents.Source, "ce_source", "use a fixed source")

@@ -30,6 +30,9 @@ func (m *Mapping) TopicSlots() []int {
 // "topic-column x", "topic t" or "topic template t".
 func (m *Mapping) TopicSetting() string {
 	if m.TopicColumn >= 0 {
+		if m.TopicRegex != nil {
+			return "topic-column " + m.Name(m.TopicColumn) + " renamed by topic-regex " + m.TopicRegex.Regex + " to topic-replacement " + m.TopicRegex.Replacement
+		}
 		return "topic-column " + m.Name(m.TopicColumn)
 	}
 	if name, ok := m.Topic.Fixed(); ok {
@@ -39,7 +42,7 @@ func (m *Mapping) TopicSetting() string {
 }
 
 // TopicOf returns the topic of a row as the router names it: the fixed
-// topic, the topic column's value, or the template rendered over vals (by
+// topic, the topic column's value (renamed by TopicRegex), or the template rendered over vals (by
 // slot, nil for NULL). ok is false when the row names no topic: a NULL in
 // the topic column or in a template's column, or an empty value under the
 // im preset (an empty event_type); the router makes such a row a poison
@@ -49,6 +52,9 @@ func (m *Mapping) TopicOf(vals [][]byte) (topic string, ok bool) {
 	if m.TopicColumn >= 0 {
 		if m.TopicColumn >= len(vals) || vals[m.TopicColumn] == nil {
 			return "", false
+		}
+		if m.TopicRegex != nil {
+			return m.TopicRegex.Apply(string(vals[m.TopicColumn])), true
 		}
 		return string(vals[m.TopicColumn]), true
 	}

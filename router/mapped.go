@@ -51,6 +51,8 @@ func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Messag
 			f.Null = m.TopicBy
 		case len(c) == 0:
 			f.Empty = m.TopicBy
+		case m.TopicRegex != nil: // Debezium's route.topic.regex/replacement
+			f.Topic = m.TopicRegex.Apply(string(c))
 		default:
 			f.Topic = string(c)
 		}
@@ -125,7 +127,7 @@ func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Messag
 	}
 	value := e.Payload
 	if m.Encoded() { // a Connect converter's bytes (mapping.Config.Format)
-		key, value = m.EncodeKey(key), m.EncodeValue(value)
+		key, value = m.EncodeKey(key), m.EncodeRow(value, v)
 	}
 	msg := kafka.Message{Topic: topic, Key: key, Value: value, Headers: h, WriterData: e.Table}
 	if m.Timestamp >= 0 && v[m.Timestamp] != nil {

@@ -73,12 +73,14 @@ type Poison struct {
 // A broker's MESSAGE_TOO_LARGE (ReasonBrokerTooLarge) is only found by
 // sending.
 func Check(m *kafka.Message, routeErr error, maxBytes int64) (*Poison, error) {
-	return check(m, routeErr, maxBytes, true)
+	return check(m, routeErr, maxBytes, true, m.Value)
 }
 
 // check is Check; json false skips the JSON validation (a mapping whose
-// payload is not JSON: mapping.Mapping.PayloadJSON).
-func check(m *kafka.Message, routeErr error, maxBytes int64, jsonPayload bool) (*Poison, error) {
+// payload is not JSON: mapping.Mapping.PayloadJSON), which judges payload
+// (the record's value, or the payload column's bytes when a format
+// encodes the value).
+func check(m *kafka.Message, routeErr error, maxBytes int64, jsonPayload bool, payload []byte) (*Poison, error) {
 	if routeErr != nil {
 		if !errors.Is(routeErr, router.ErrTopic) {
 			return nil, routeErr
@@ -89,9 +91,9 @@ func check(m *kafka.Message, routeErr error, maxBytes int64, jsonPayload bool) (
 		return &Poison{Reason: ReasonTooLarge, Topic: m.Topic,
 			Err: fmt.Errorf("%w: %d bytes > kafka.batch-bytes %d", ErrRecordTooLarge, size, maxBytes)}, nil
 	}
-	if jsonPayload && !json.Valid(m.Value) {
+	if jsonPayload && !json.Valid(payload) {
 		return &Poison{Reason: ReasonInvalidJSON, Topic: m.Topic,
-			Err: fmt.Errorf("%w (%d bytes)", ErrInvalidJSON, len(m.Value))}, nil
+			Err: fmt.Errorf("%w (%d bytes)", ErrInvalidJSON, len(payload))}, nil
 	}
 	return nil, nil
 }
@@ -113,7 +115,14 @@ func CheckEvent(e *binlog.Event, m *kafka.Message, routeErr error, maxBytes int6
 		// A mapping that encodes the value (mapping.Config.Format) takes a
 		// NULL payload as a record: a tombstone or the converter's null.
 		jsonPayload := e.Table == nil || e.Table.Mapping.PayloadJSON && !(e.Payload == nil && e.Table.Mapping.NullPayload)
-		p, err = check(m, routeErr, maxBytes, jsonPayload)
+		// A value a Connect converter's format encodes (a JSON string, a
+		// struct, StringConverter's Struct{...}) is not the payload: the
+		// payload column is what must be JSON.
+		payload := m.Value
+		if e.Table != nil && e.Table.Mapping.Encoded() {
+			payload = e.Payload
+		}
+		p, err = check(m, routeErr, maxBytes, jsonPayload, payload)
 	}
 	if p != nil && e.Table != nil {
 		p.Table = e.Table.String()

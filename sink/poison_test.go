@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
@@ -590,6 +591,60 @@ func TestPoisonErrorBrokerTooLarge(t *testing.T) {
 	for _, want := range []string{"found only by sending it", "may have been published", "skip the whole transaction", "checkpoint set b.000001:200"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+}
+
+// With a format that encodes the value, the JSON check judges the payload
+// column, not the record's value: StringConverter's Struct{...} of an
+// envelope or an expanded payload is publishable, and an invalid JSON
+// payload is poison although JsonConverter made a valid JSON string of it.
+func TestCheckEventEncodedValue(t *testing.T) {
+	cols := []mapping.Column{{Name: "id", DataType: "varchar"}, {Name: "aggregatetype", DataType: "varchar"}, {Name: "aggregateid", DataType: "varchar"},
+		{Name: "payload", DataType: "json", Nullable: true}, {Name: "region", DataType: "varchar"}}
+	r := router.New(router.Config{Topic: "im.events"}, router.Reserved{})
+	dbz := func(format string, more func(*mapping.Config)) mapping.Config {
+		c := mapping.Config{Preset: mapping.PresetDebezium, Format: format}
+		if more != nil {
+			more(&c)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name    string
+		cfg     mapping.Config
+		payload string
+		value   string
+		want    Reason
+	}{
+		{"string, envelope fields", dbz(mapping.FormatString, func(c *mapping.Config) { c.EnvelopeFields = []string{"region"} }), `{"a": 1}`, `Struct{payload={"a":1},region=eu}`, ""},
+		{"string, expanded", dbz(mapping.FormatString, func(c *mapping.Config) { c.ExpandJSONPayload = true }), `{"a": 1}`, `Struct{a=1}`, ""},
+		{"json-plain, an invalid payload", dbz(mapping.FormatJSONPlain, nil), `{"a":`, `"{\"a\":"`, ReasonInvalidJSON},
+		{"string, an invalid payload", dbz(mapping.FormatString, nil), `{"a":`, `{"a":`, ReasonInvalidJSON},
+	} {
+		m, err := mapping.Compile(c.cfg, "", "shop.outbox", cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals := make([][]byte, len(m.Cols))
+		for name, v := range map[string]string{"id": "e1", "aggregatetype": "Order", "aggregateid": "k", "payload": c.payload, "region": "eu"} {
+			if s := m.Slot(name); s >= 0 {
+				vals[s] = []byte(v)
+			}
+		}
+		e := binlog.Event{Table: &binlog.Table{Schema: "shop", Name: "outbox", Mapping: m}, Vals: vals, Payload: vals[m.Payload]}
+		rec, rerr := r.Route(&e, binlog.Position{})
+		p, err := CheckEvent(&e, &rec, rerr, 4096)
+		if err != nil || string(rec.Value) != c.value {
+			t.Fatalf("%s: value %s, error %v; want value %s", c.name, rec.Value, err, c.value)
+		}
+		if got := Reason(""); p != nil {
+			got = p.Reason
+			if got != c.want {
+				t.Errorf("%s: poison %s (%v), want %q", c.name, got, p.Err, c.want)
+			}
+		} else if c.want != "" {
+			t.Errorf("%s: publishable, want %s", c.name, c.want)
 		}
 	}
 }

@@ -146,21 +146,28 @@ func TestMySQLDebeziumGolden(t *testing.T) {
 	type router_ struct {
 		name    string
 		mapping func(format string) mapping.Config
-		value   bool // the value is compared (additional: Debezium's envelope placement is not supported)
+		sorted  bool // the headers are compared in name order (additional: cdc-outbox adds them in name order, not placement order)
 	}
+	// Debezium's task names the envelope's value schema after the first
+	// record it routed (aggregatetype Order), for every record.
+	const envelopeName = "golden.im.dbz_golden_outbox.Order.Value"
 	for _, rc := range []router_{
-		{"default", func(f string) mapping.Config { return deb(f, nil) }, true},
+		{"default", func(f string) mapping.Config { return deb(f, nil) }, false},
 		{"tombstone", func(f string) mapping.Config {
 			return deb(f, func(m *mapping.Config) { m.TombstoneOnEmptyPayload = true })
-		}, true},
+		}, false},
 		// table.fields.additional.placement type:header:eventType,
 		// region:envelope:region, aggregatetype:header, shard:partition
 		{"additional", func(f string) mapping.Config {
 			return deb(f, func(m *mapping.Config) {
 				m.Headers = map[string]string{"eventType": "type", "aggregatetype": "aggregatetype"}
 				m.Partition = "shard"
+				m.EnvelopeFields = []string{"region"}
+				if f == mapping.FormatJSONSchemas {
+					m.EnvelopeSchemaName = envelopeName
+				}
 			})
-		}, false},
+		}, true},
 		// route.by.field region, route.topic.replacement
 		// outbox.${routedByValue}.events, table.field.event.key type
 		{"routing", func(f string) mapping.Config {
@@ -168,11 +175,34 @@ func TestMySQLDebeziumGolden(t *testing.T) {
 				m.Topic = "outbox.{region}.events"
 				m.Key = []string{"type"}
 			})
-		}, true},
+		}, false},
 		// table.field.event.key shard (an INT column: Connect type int32)
 		{"intkey", func(f string) mapping.Config {
 			return deb(f, func(m *mapping.Config) { m.Key = []string{"shard"} })
-		}, true},
+		}, false},
+		// table.expand.json.payload
+		{"expand", func(f string) mapping.Config {
+			return deb(f, func(m *mapping.Config) { m.ExpandJSONPayload = true })
+		}, false},
+		// route.topic.regex (?<kind>Ord)(?<rest>.*), route.topic.replacement
+		// events.${rest}.$1: Order renamed, Customer not matched
+		{"regex", func(f string) mapping.Config {
+			return deb(f, func(m *mapping.Config) {
+				m.TopicColumn = "aggregatetype"
+				m.TopicRegex, m.TopicReplacement = "(?<kind>Ord)(?<rest>.*)", "events.${rest}.$1"
+			})
+		}, false},
+		// table.fields.additional.placement shard:envelope:shardNo,
+		// type:envelope; route.tombstone.on.empty.payload
+		{"envelope", func(f string) mapping.Config {
+			return deb(f, func(m *mapping.Config) {
+				m.EnvelopeFields = []string{"shard:shardNo", "type"}
+				m.TombstoneOnEmptyPayload = true
+				if f == mapping.FormatJSONSchemas {
+					m.EnvelopeSchemaName = envelopeName
+				}
+			})
+		}, false},
 	} {
 		for _, format := range []string{mapping.FormatString, mapping.FormatJSONSchemas, mapping.FormatJSONPlain} {
 			name := "mysql." + rc.name + "." + format
@@ -188,7 +218,7 @@ func TestMySQLDebeziumGolden(t *testing.T) {
 					t.Fatalf("%s: %d golden records, want %d", name, len(want), rows)
 				}
 				for i, w := range want {
-					compareGolden(t, name, w, got[i], rc.value)
+					compareGolden(t, name, w, got[i], rc.sorted)
 				}
 			})
 		}
@@ -239,10 +269,10 @@ func readRouted(ctx context.Context, t *testing.T, cfg config.Config, srv *binlo
 // ownHeaders are the headers cdc-outbox adds to every record.
 var ownHeaders = map[string]bool{router.HeaderEventID: true, router.HeaderBinlogPos: true, router.HeaderTxnEnd: true, router.HeaderGTID: true}
 
-func compareGolden(t *testing.T, name string, w goldenRecord, m kafka.Message, value bool) {
-	// value false (additional): Debezium's envelope placement is not
-	// supported, and the additional headers are in name order, not in
-	// placement order.
+// compareGolden compares a record with Debezium's; sorted: the headers
+// in name order (cdc-outbox adds a mapping's headers in name order, not in
+// Debezium's placement order).
+func compareGolden(t *testing.T, name string, w goldenRecord, m kafka.Message, sorted bool) {
 	t.Helper()
 	if m.Topic != w.Topic {
 		t.Errorf("%s %s: topic %q, Debezium %q", name, w.ID, m.Topic, w.Topic)
@@ -264,9 +294,7 @@ func compareGolden(t *testing.T, name string, w goldenRecord, m kafka.Message, v
 		}
 	}
 	eq("key", m.Key, w.Key)
-	if value {
-		eq("value", m.Value, w.Value)
-	}
+	eq("value", m.Value, w.Value)
 	var got, want []string
 	for _, h := range m.Headers {
 		if !ownHeaders[h.Key] {
@@ -278,7 +306,7 @@ func compareGolden(t *testing.T, name string, w goldenRecord, m kafka.Message, v
 			want = append(want, h[0]+"="+h[1])
 		}
 	}
-	if !value {
+	if sorted {
 		slices.Sort(got)
 		slices.Sort(want)
 	}
@@ -325,7 +353,45 @@ func TestMappingDebeziumTombstone(t *testing.T) {
 	e.exec("INSERT INTO "+table+" VALUES ('t1', '"+agg+"', 'k', 'Deleted', NULL)",
 		"INSERT INTO "+table+" VALUES ('t2', '"+agg+"', 'k', 'Touched', '{}')")
 	// franz-go tells a null value (nil) from an empty one ([]byte{}).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("outbox.event."+agg), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	recs := consumeRecords(t, "outbox.event."+agg, 2)
+	if string(recs[0].Key) != "k" || recs[0].Value != nil || string(recs[1].Value) != "{}" {
+		t.Fatalf("values %q (nil %v), %q; want a tombstone (null), then {}", recs[0].Value, recs[0].Value == nil, recs[1].Value)
+	}
+}
+
+// Debezium's route.topic.regex/replacement and envelope placement through
+// the running publisher, the sink's checks and the broker: the row's
+// aggregatetype OrderEvent goes to evt.<kind> and its value is
+// StringConverter's text of the struct (not JSON, yet no poison record:
+// the JSON check judges the payload column); NoMatch keeps its name.
+func TestMappingDebeziumEnvelopeRegex(t *testing.T) {
+	e := newEnv(t)
+	table := "dbze_" + e.name
+	kind := "env" + runID
+	createTopic(t, "evt."+kind, 1)
+	e.exec("CREATE TABLE " + table + ` (id VARCHAR(36) NOT NULL PRIMARY KEY, aggregatetype VARCHAR(255) NOT NULL,
+		aggregateid VARCHAR(255) NOT NULL, type VARCHAR(255) NOT NULL, payload JSON NULL, region VARCHAR(32) NOT NULL)`)
+	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table) })
+	e.outbox = table
+	e.sourceExtra = "  mapping: {preset: debezium, format: string, topic-column: aggregatetype, topic-regex: '(?<kind>.*)Event'," +
+		" topic-replacement: 'evt.${kind}', envelope-fields: [region, 'type:eventType']}\n"
+	e.start()
+	e.exec("INSERT INTO "+table+" VALUES ('r1', '"+kind+"Event', 'k', 'Created', '{\"a\":1}', 'eu')",
+		"INSERT INTO "+table+" VALUES ('r2', '"+kind+"Event', 'k', 'Deleted', NULL, 'us')")
+	recs := consumeRecords(t, "evt."+kind, 2)
+	if got := string(recs[0].Value); got != `Struct{payload={"a":1},region=eu,eventType=Created}` {
+		t.Errorf("value %s", got)
+	}
+	if got := string(recs[1].Value); got != `Struct{region=us,eventType=Deleted}` {
+		t.Errorf("NULL payload: value %s, want the struct without payload (no tombstone: the value is a struct)", got)
+	}
+}
+
+// consumeRecords reads topic from its start until it has n records (a
+// minute at most) and fails the test unless it got exactly n.
+func consumeRecords(t *testing.T, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,13 +399,11 @@ func TestMappingDebeziumTombstone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var recs []*kgo.Record
-	for len(recs) < 2 && ctx.Err() == nil {
+	for len(recs) < n && ctx.Err() == nil {
 		recs = append(recs, cl.PollFetches(ctx).Records()...)
 	}
-	if len(recs) != 2 {
-		t.Fatalf("%d records, want 2", len(recs))
+	if len(recs) != n {
+		t.Fatalf("%d records on %s, want %d", len(recs), topic, n)
 	}
-	if string(recs[0].Key) != "k" || recs[0].Value != nil || string(recs[1].Value) != "{}" {
-		t.Fatalf("values %q (nil %v), %q; want a tombstone (null), then {}", recs[0].Value, recs[0].Value == nil, recs[1].Value)
-	}
+	return recs
 }

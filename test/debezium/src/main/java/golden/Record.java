@@ -68,6 +68,11 @@ public final class Record {
                 "table.field.event.key", "type"));
         r.put("expand", Map.of("table.expand.json.payload", "true"));
         r.put("intkey", Map.of("table.field.event.key", "shard"));
+        // route.by.field's value renamed by a regex: Order matches (events.er.Ord), Customer keeps its name
+        r.put("regex", Map.of("route.topic.regex", "(?<kind>Ord)(?<rest>.*)", "route.topic.replacement", "events.${rest}.$1"));
+        // envelope placement alone: an INT column under an alias, a VARCHAR, with tombstones
+        r.put("envelope", Map.of("table.fields.additional.placement", "shard:envelope:shardNo,type:envelope",
+                "route.tombstone.on.empty.payload", "true"));
         return r;
     }
 
