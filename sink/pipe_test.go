@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
@@ -646,4 +647,40 @@ func TestTxnRedo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Without idempotence (kafka.idempotent: false) the Writer's rounds go
+// the same way, one in flight: on kfake, with the first two produce
+// requests to partition 1 refused (NOT_LEADER_OR_FOLLOWER, retried), a
+// queued backlog is acknowledged in binlog order and every event is
+// written once, each partition in binlog order.
+func TestWriterWithoutIdempotence(t *testing.T) {
+	cl, failed := kfakeFault(t, 1, 6, 2)
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.Idempotent, cfg.BatchSize = cl.ListenAddrs(), false, 10
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(cfg, router.New(router.Config{Topic: "t"}, router.Reserved{}), router.Balancer(), zap.NewNop())
+	if w.rounds.MaxInFlight() != 1 {
+		t.Fatalf("MaxInFlight %d without idempotence, want 1", w.rounds.MaxInFlight())
+	}
+	l := collectAcks(w)
+	txns := pairs(50)
+	if err := w.Run(context.Background(), queued(txns, true)); err != nil {
+		t.Fatal(err)
+	}
+	<-l.done
+	if failed.Load() != 2 {
+		t.Fatalf("%d failures injected, want 2", failed.Load())
+	}
+	for i, a := range l.acks {
+		if i > 0 && a.End.Pos <= l.acks[i-1].End.Pos {
+			t.Fatalf("acknowledged out of order: %s after %s", a.End, l.acks[i-1].End)
+		}
+	}
+	if last := l.acks[len(l.acks)-1]; last.End != txns[49].End || l.events.Load() != 100 {
+		t.Fatalf("last acknowledgement %s, %d events; want %s, 100", last.End, l.events.Load(), txns[49].End)
+	}
+	checkOnce(t, "written", eventIDs(t, cl.ListenAddrs(), kgo.ReadUncommitted()), 1, 100)
 }
