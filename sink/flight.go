@@ -13,9 +13,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// flight is a round begun and not yet acknowledged (idempotent producer:
-// up to MaxInFlight of them). Its acknowledgement (with the budget to
-// release) and observation wait until it lands, in order.
+// flight is a round begun and not yet acknowledged (up to the producer's
+// MaxInFlight() of them: MaxInFlight with idempotence, else one). Its
+// acknowledgement (with the budget to release) and observation wait
+// until it lands, in order.
+//
+// Every round goes this way, whatever the delivery: at-least-once
+// acknowledges a round once it landed (done); exactly-once once the
+// Kafka transaction holding it committed (commit, below). A failed round
+// is recovered (land, recover) or, exactly-once, its transaction produced
+// again (redo).
 type flight struct {
 	r     *Round // nil for a flush with no records (an acknowledgement only)
 	msgs  []kafka.Message
@@ -40,14 +47,29 @@ func (f *flight) answered() <-chan struct{} {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// pipelined reports whether the Writer sends a round before the previous
-// one was acknowledged (the idempotent producer keeps them in order).
-func (w *Writer) pipelined() bool { return w.prod != nil && w.prod.MaxInFlight() > 1 }
+// roundProducer is the rounds side of *Producer the Writer uses (a fake
+// in tests): rounds begun and waited in order, at most MaxInFlight() at
+// once, and with exactly-once the open transaction's commit and abort.
+// See Producer.Begin, Wait, TxnOpen, Commit and Abort.
+type roundProducer interface {
+	MaxInFlight() int
+	Begin(ctx context.Context, msgs []kafka.Message) (*Round, error)
+	Wait(ctx context.Context, r *Round) error
+	TxnOpen() (time.Time, bool)
+	Commit(ctx context.Context) error
+	Abort(ctx context.Context) error
+}
 
-// launch is flushUpTo for the pipelined Writer: it begins the current
-// round (landing the oldest first when MaxInFlight are in flight) and
-// leaves its acknowledgement of the first n pending transactions to land.
-func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) error {
+func (w *Writer) flush(ctx context.Context, pending *[]binlog.Position) error {
+	return w.flushUpTo(ctx, pending, len(*pending))
+}
+
+// flushUpTo begins the current round (landing the oldest first when
+// MaxInFlight() are in flight: one without idempotence, so that a failed
+// round is never overtaken) and leaves its acknowledgement of the first n
+// pending transactions, kept pending no longer, to land. A round with no
+// records, nothing in flight, acknowledges them at once.
+func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n int) error {
 	if w.txnMode() && w.due() {
 		// Exactly-once: the open transaction is old enough; this round
 		// begins the next one.
@@ -55,7 +77,7 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 			return err
 		}
 	}
-	if len(w.flights) >= w.prod.MaxInFlight() {
+	if len(w.flights) >= w.rounds.MaxInFlight() {
 		if err := w.land(ctx); err != nil {
 			return err
 		}
@@ -68,7 +90,7 @@ func (w *Writer) launch(ctx context.Context, pending *[]binlog.Position, n int) 
 			w.whole = o < n && f.pend[o] == f.owns[o]
 		}
 		w.lastSend = f.began
-		r, err := w.prod.Begin(ctx, f.msgs)
+		r, err := w.rounds.Begin(ctx, f.msgs)
 		if err != nil && (!w.txnMode() || errors.Is(err, ErrPartitionCount) || IsFatal(err)) {
 			return w.writeError(err, w.owns)
 		} else if err != nil {
@@ -169,10 +191,10 @@ func (w *Writer) settle(ctx context.Context) error {
 
 // land waits for the oldest round in flight and acknowledges it. When it
 // failed, the later rounds are waited for too (nothing is in flight
-// then), the failed round is handled as flushUpTo handles a failure
-// (MESSAGE_TOO_LARGE: its records resent one at a time; else a
-// *WriteError), and the later rounds' records that the Producer did not
-// write because of it (errEarlierFailed) are sent again, in order.
+// then), the failed round is recovered (recover: MESSAGE_TOO_LARGE only:
+// its records resent one at a time; else a *WriteError), and the later
+// rounds' records that the Producer did not write because of it
+// (errEarlierFailed) are sent again, in order. Exactly-once: redo.
 func (w *Writer) land(ctx context.Context) error {
 	f := w.flights[0]
 	w.flights = w.flights[1:]
@@ -234,7 +256,7 @@ func (w *Writer) wait(ctx context.Context, f flight) error {
 	if f.r == nil {
 		return nil
 	}
-	err := w.prod.Wait(ctx, f.r)
+	err := w.rounds.Wait(ctx, f.r)
 	if w.obs != nil {
 		w.obs.Produced(f.msgs, time.Since(f.began), err)
 	}
@@ -262,7 +284,7 @@ func (w *Writer) recover(ctx context.Context, f flight, err error) error {
 // f waits for the commit too (commit releases it).
 func (w *Writer) done(ctx context.Context, f flight) error {
 	if w.txnMode() {
-		if _, open := w.prod.TxnOpen(); open || len(w.uncommitted) > 0 {
+		if _, open := w.rounds.TxnOpen(); open || len(w.uncommitted) > 0 {
 			w.uncommitted = append(w.uncommitted, f)
 			return nil
 		}
@@ -287,8 +309,8 @@ func (w *Writer) done(ctx context.Context, f flight) error {
 // again (redo); a commit whose answer never came fails the pipeline.
 
 // txnMode reports whether the Writer pipelines rounds inside Kafka
-// transactions (exactly-once with the real Producer).
-func (w *Writer) txnMode() bool { return w.prod != nil && w.prod.txn != nil }
+// transactions (exactly-once).
+func (w *Writer) txnMode() bool { return w.txn }
 
 // due reports whether the open transaction is to be committed before the
 // next round: TransactionInterval passed since it began, and its last
@@ -297,7 +319,7 @@ func (w *Writer) txnMode() bool { return w.prod != nil && w.prod.txn != nil }
 // the transaction is TransactionTimeout/4 old, long before the
 // coordinator would abort it).
 func (w *Writer) due() bool {
-	began, open := w.prod.TxnOpen()
+	began, open := w.rounds.TxnOpen()
 	if !open {
 		return false
 	}
@@ -316,7 +338,7 @@ func (w *Writer) commit(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := w.prod.Commit(ctx); err != nil {
+	if err := w.rounds.Commit(ctx); err != nil {
 		if errors.Is(err, ErrFenced) || !CommitRefused(err) {
 			var last *kafka.Message
 			var pos binlog.Position
@@ -408,7 +430,7 @@ func (w *Writer) redo(ctx context.Context, f, next *flight, cause error) error {
 		w.msgs, w.owner = g.msgs, g.owner
 		return w.writeError(err, g.owns)
 	}
-	if err := w.prod.Abort(ctx); err != nil {
+	if err := w.rounds.Abort(ctx); err != nil {
 		return fail(*failed, err)
 	}
 	if IsFatal(first(cause)) || errors.Is(cause, ErrFenced) {

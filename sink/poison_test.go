@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/mapping"
@@ -25,6 +26,9 @@ type fakeKafka struct {
 	fail    map[string]error
 	written []kafka.Message
 	calls   int
+
+	round   *Round // the round in flight (Begin), nil: none
+	outcome error  // its WriteMessages outcome, returned by Wait
 }
 
 func (f *fakeKafka) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
@@ -56,6 +60,30 @@ func (f *fakeKafka) WriteMessages(_ context.Context, msgs ...kafka.Message) erro
 }
 
 func (f *fakeKafka) Close() error { return nil }
+
+// Its rounds are the Producer's without idempotence: one in flight,
+// written when begun (WriteMessages), the outcome returned by Wait.
+func (f *fakeKafka) MaxInFlight() int { return 1 }
+
+func (f *fakeKafka) Begin(ctx context.Context, msgs []kafka.Message) (*Round, error) {
+	if f.round != nil {
+		return nil, errors.New("fakeKafka: a round in flight already")
+	}
+	f.round, f.outcome = &Round{msgs: msgs}, f.WriteMessages(ctx, msgs...)
+	return f.round, nil
+}
+
+func (f *fakeKafka) Wait(_ context.Context, r *Round) error {
+	if r == nil || r != f.round {
+		return errors.New("fakeKafka: Wait out of order")
+	}
+	f.round = nil
+	return f.outcome
+}
+
+func (f *fakeKafka) TxnOpen() (time.Time, bool)   { return time.Time{}, false }
+func (f *fakeKafka) Commit(context.Context) error { return nil }
+func (f *fakeKafka) Abort(context.Context) error  { return nil }
 
 // ev is an event of conversation conv with a payload; id is its event id.
 func ev(id uint64, conv int64, payload string) binlog.Event {

@@ -24,10 +24,14 @@ type Router interface {
 	Route(e *binlog.Event, end binlog.Position) (kafka.Message, error)
 }
 
-// producer is the part of *Producer the Writer uses (a fake in tests).
+// producer is the part of *Producer the Writer uses (a fake in tests):
+// a write of records as one call (dead letters, the records resent one at
+// a time, the rounds of an aborted transaction produced again) and the
+// rounds, pipelined (roundProducer, flight.go).
 type producer interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	Close() error
+	roundProducer
 }
 
 // Writer is the Kafka stage. Run consumes transactions; Acks delivers the
@@ -57,6 +61,12 @@ type Writer struct {
 	commits CommitObserver
 	prod    *Producer  // kw before any wrapping; nil with a fake
 	gate    *topicGate // does a record's topic exist (kafka.missing-topic); nil with a fake
+
+	// rounds: kw's rounds (flight.go), not wrapped by SetObserver (wait
+	// reports each round); txn: they go into Kafka transactions
+	// (exactly-once: prod is transactional).
+	rounds roundProducer
+	txn    bool
 
 	flights []flight    // rounds in flight (pipelined), oldest first
 	spare   []flight    // the slices of landed rounds, for the next rounds (roundSlices)
@@ -189,7 +199,7 @@ func NewWriter(cfg Config, r Router, balancer kafka.Balancer, log *zap.Logger) *
 	log = log.Named("sink")
 	p := NewProducer(cfg, balancer, log)
 	w := newWriter(cfg, r, p, log)
-	w.prod = p
+	w.prod, w.txn = p, p.txn != nil
 	w.gate = newTopicGate(cfg, log)
 	return w
 }
@@ -223,7 +233,7 @@ func (w *Writer) Partitions() map[string]int {
 }
 
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
-	return &Writer{cfg: cfg, router: r, kw: kw, acks: make(chan Ack, 64), log: log, tick: stoppedTimer(), pace: stoppedTimer(),
+	return &Writer{cfg: cfg, router: r, kw: kw, rounds: kw, acks: make(chan Ack, 64), log: log, tick: stoppedTimer(), pace: stoppedTimer(),
 		gap: Split(cfg.LatencyBudget).Gap, warn: logging.NewLimiter(time.Second, 10)}
 }
 
@@ -383,7 +393,7 @@ func (w *Writer) wantCommit(pending, queued int, now time.Time) (time.Time, bool
 	if !w.txnMode() || len(w.flights) > 0 || queued > 0 || pending > 0 && !w.whole {
 		return time.Time{}, false
 	}
-	if _, open := w.prod.TxnOpen(); !open {
+	if _, open := w.rounds.TxnOpen(); !open {
 		return time.Time{}, false
 	}
 	return sendAt(w.lastCommit, now, w.gap), true
@@ -571,42 +581,6 @@ func (w *Writer) deadLetter(ctx context.Context, m *kafka.Message, p *Poison, en
 			zap.String("binlog_pos", header(m, router.HeaderBinlogPos)), zap.String("binlog_txn_end", end.String()),
 			zap.Int("suppressed", suppressed), zap.Uint64("dead_lettered", w.dead.Load()))
 	}
-	return nil
-}
-
-func (w *Writer) flush(ctx context.Context, pending *[]binlog.Position) error {
-	return w.flushUpTo(ctx, pending, len(*pending))
-}
-
-// flushUpTo writes the current round and acknowledges the first n pending
-// transactions, keeping the rest pending. When the broker rejected some
-// partitions' batches with MESSAGE_TOO_LARGE only, their records are sent
-// again one at a time, in order, to find the culprits (see resend).
-func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n int) error {
-	if w.pipelined() {
-		return w.launch(ctx, pending, n)
-	}
-	if len(w.msgs) > 0 {
-		if w.cfg.TxnID() != "" {
-			markPartial(w.msgs, w.owner, *pending, w.owns, n) // committed.go
-		}
-		w.lastSend = time.Now()
-		if err := w.kw.WriteMessages(ctx, w.msgs...); err != nil {
-			failed, ok := brokerTooLarge(err, len(w.msgs))
-			if !ok {
-				return w.writeError(err, w.owns)
-			}
-			if err := w.resend(ctx, pendingTxns{*pending, w.sizes, w.events, w.owns}, failed); err != nil {
-				return err
-			}
-		}
-	}
-	if err := w.ackFirst(ctx, pendingTxns{*pending, w.sizes, w.events, w.owns}, n); err != nil {
-		return err
-	}
-	w.dropPending(pending, n)
-	clear(w.msgs)
-	w.msgs, w.owner, w.bytes = w.msgs[:0], w.owner[:0], 0
 	return nil
 }
 
