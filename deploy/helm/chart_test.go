@@ -427,3 +427,31 @@ func TestRenderValues(t *testing.T) {
 		t.Errorf("PDB and ServiceAccount off: %v %v %s", r.pdb, r.serviceAccount, r.deployment.Spec.Template.Spec.ServiceAccountName)
 	}
 }
+
+// Every values example the chart's own files and docs/install.md point to
+// (testdata/<name>.yaml; in install.md's Helm section, each `<name>.yaml`
+// but the chart's values.yaml and the reader's own my-values.yaml) exists:
+// a reader sent to one finds it.
+func TestNamedExamplesExist(t *testing.T) {
+	named := regexp.MustCompile(`testdata/([A-Za-z0-9._-]+\.yaml)`)
+	quoted := regexp.MustCompile("`([A-Za-z0-9._-]+\\.yaml)`")
+	for _, f := range []string{chartDir + "/values.yaml", chartDir + "/templates/NOTES.txt", "../../docs/install.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := named.FindAllSubmatch(b, -1)
+		if _, helm, ok := bytes.Cut(b, []byte("\n## Kubernetes with Helm\n")); ok {
+			helm, _, _ = bytes.Cut(helm, []byte("\n## "))
+			ms = append(ms, quoted.FindAllSubmatch(helm, -1)...)
+		}
+		for _, m := range ms {
+			if n := string(m[1]); n == "values.yaml" || n == "my-values.yaml" {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join("testdata", string(m[1]))); err != nil {
+				t.Errorf("%s points to testdata/%s, which does not exist (the examples: deploy/helm/testdata/*.yaml)", f, m[1])
+			}
+		}
+	}
+}

@@ -271,3 +271,42 @@ func TestHistoryResetWhileRunning(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// Another server's binlogs at the source's address (a restore of another
+// server's backup, source.addr re-pointed): a checkpoint written for
+// another server_id (and server_uuid on MySQL) is refused, exit 1,
+// nothing published of the rows written after its position: in file mode
+// (a file:pos of another server means nothing here), and in GTID mode
+// when the server has not executed the stored set (it would start at an
+// unrelated point). Nothing is reset: it runs on any server.
+func TestHistoryAnotherServer(t *testing.T) {
+	for _, mode := range []string{binlog.ModeFile, binlog.ModeGTID} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.positionMode = mode
+			file, pos := e.masterPos()
+			set := strings.Trim(e.executedGTIDs(), ",")
+			other := checkpoint.Checkpoint{File: file, Pos: pos, GTIDSet: set, ServerID: e.sourceServerID() + 4242, Flavor: serverFlavor()}
+			if isMySQL() {
+				other.ServerUUID = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+			}
+			want := []string{"a binlog file:pos of another server is meaningless", "position-mode: gtid"}
+			if mode == binlog.ModeGTID {
+				// A set the server has not executed: the other server's own transactions.
+				other.GTIDSet = fmt.Sprintf("0-%d-999999999", other.ServerID)
+				if isMySQL() {
+					other.GTIDSet = other.ServerUUID + ":1-5"
+				}
+				want = []string{"binlog history changed", "the source is another server than the one the position was read from", "cdc-outbox checkpoint set earliest"}
+			}
+			e.saveCheckpoint(other)
+			e.insertRaw([]string{row("'message.created'", "1", 1, `'{}'`)})
+			for deadline := time.Now().Add(30 * time.Second); endOffsets(e.topic) < 0; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) { // refused compares the end offsets: the new topic must answer
+					t.Fatalf("topic %s: no end offsets after 30 s", e.topic)
+				}
+			}
+			e.refused("another server's checkpoint, "+mode+" mode", want...)
+		})
+	}
+}
