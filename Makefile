@@ -15,7 +15,7 @@ PLATFORMS := linux/amd64 linux/arm64
 DIST     ?= dist
 
 .PHONY: all build docs demo demo-gateway test test-secure test-gateway unit integration vet faults bench stack-up stack-down stack-status clean \
-	deploy-check release release-check helm-check helm-cli-check release-tool-check image-run-check docker version date test-flavours test-flavour-subset test-flavours-ci test-cluster test-many
+	deploy-check release release-check helm-check helm-cli-check release-tool-check image-run-check docker version date test-otel test-flavours test-flavour-subset test-flavours-ci test-cluster test-many
 
 all: build
 
@@ -47,6 +47,8 @@ test: vet deploy-check release-check
 	eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
 	# the producer against the real broker (idempotence: a resent batch stored once)
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
+	# the OTLP export against a real OpenTelemetry Collector
+	$(MAKE) --no-print-directory test-otel
 	# the release image run with podman against the stack
 	$(MAKE) --no-print-directory image-run-check
 	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_CI)'
@@ -100,6 +102,16 @@ test-secure:
 	t0=$$SECONDS; eval "$$($(STACK) env)" && CDC_REQUIRE_SECURE=1 \
 		$(GO) test -tags integration -count=1 -timeout 10m -v -run '^(TestSecure|TestRedisHA)' ./test/integration/; \
 		rc=$$?; echo "secure: integration tests exit $$rc in $$((SECONDS - t0)) s"; $(STACK) down-redis-ha; $(STACK) down-secure; exit $$rc
+
+## test-otel: the OTLP export of the metrics (metrics.otlp) against a real OpenTelemetry Collector
+## (scripts/dev-stack.sh up-otel: built once from test/otelcol with the Go module proxy and cached, the OTLP
+## receiver on loopback, the file exporter): TestOTLP* over gRPC and HTTP, then the collector stopped
+test-otel:
+	$(STACK) up
+	$(STACK) up-otel
+	t0=$$SECONDS; eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && CDC_REQUIRE_OTEL=1 \
+		$(GO) test -tags integration -count=1 -timeout 10m -v -run '^TestOTLP' ./test/integration/; \
+		rc=$$?; echo "otel: integration tests exit $$rc in $$((SECONDS - t0)) s"; $(STACK) down-otel; exit $$rc
 
 ## test-flavour-subset: the server-dependent subset (FLAVOUR_TESTS) on each of EXTRA_FLAVOURS
 test-flavour-subset:

@@ -31,6 +31,12 @@ type Observer interface {
 	// Progress reports table's cursor (the largest id audited) and how
 	// many ids the checkpoint has passed beyond it.
 	Progress(table string, audited, behind uint64)
+	// Running reports that Run began (true) or returned (false): an
+	// audit that stopped for good is then visible, not only logged.
+	Running(bool)
+	// Interrupted counts a session that failed and is retried after a
+	// backoff (the database, Kafka or Redis unreachable).
+	Interrupted()
 }
 
 // Source is what the audit reads of one source: its database and outbox
@@ -66,13 +72,20 @@ type nopObserver struct{}
 func (nopObserver) Count(string, Result, int)       {}
 func (nopObserver) Read(int, int)                   {}
 func (nopObserver) Progress(string, uint64, uint64) {}
+func (nopObserver) Running(bool)                    {}
+func (nopObserver) Interrupted()                    {}
 
 // Run audits until ctx is cancelled (then it returns nil). A failure (the
 // database, Kafka or Redis unreachable) is logged and retried after a
 // backoff of Interval to a minute: the audit never stops the publisher.
 // Only a state it cannot parse (ErrState) or a source without an
 // integer-id table (ErrNoTable) ends it with an error.
+//
+// It reports Running(true) when it begins and Running(false) when it
+// returns, and each retried failure as Interrupted.
 func (a *Auditor) Run(ctx context.Context) error {
+	a.obs.Running(true)
+	defer a.obs.Running(false)
 	wait := a.cfg.Interval
 	for {
 		err := a.session(ctx)
@@ -82,6 +95,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 		if errors.Is(err, ErrState) || errors.Is(err, ErrNoTable) {
 			return err
 		}
+		a.obs.Interrupted()
 		a.log.Warn("audit interrupted; retrying", zap.Error(err), zap.Duration("in", wait))
 		select {
 		case <-ctx.Done():

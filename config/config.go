@@ -22,6 +22,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/lease"
 	"github.com/cdc-outbox/cdc-outbox/mapping"
+	"github.com/cdc-outbox/cdc-outbox/otlp"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"gopkg.in/yaml.v3"
@@ -55,6 +56,8 @@ type Config struct {
 	// /status (default 127.0.0.1:9108, loopback only; "" serves nothing),
 	// host:port.
 	MetricsAddr string `yaml:"metrics-addr" env:"METRICS_ADDR" doc:"Where run serves /metrics, /healthz, /readyz and /status (loopback by default; :9108 for every interface); empty: nowhere." rule:"host:port or empty"`
+	// Metrics: the metrics' ways out besides metrics-addr (OTLP).
+	Metrics MetricsConfig `yaml:"metrics" envPrefix:"METRICS_" doc:"The metrics' ways out besides /metrics on metrics-addr (docs/metrics.md)."`
 	// AdaptiveProcs: run's Go scheduler uses one processor while the
 	// process uses less than a third of a core and every CPU as soon as
 	// it uses half of one (package procs: the thread wake-ups between
@@ -87,6 +90,14 @@ type Config struct {
 	tableBeside []string
 }
 
+// MetricsConfig is the metrics section: where run sends its metrics
+// besides serving them at /metrics on metrics-addr.
+type MetricsConfig struct {
+	// OTLP pushes the metrics to an OpenTelemetry collector (package
+	// otlp); off while metrics.otlp.endpoint is empty.
+	OTLP otlp.Config `yaml:"otlp" envPrefix:"OTLP_" doc:"OTLP export of the metrics served at /metrics (the same names and labels), beside them, to an OpenTelemetry Collector; off while endpoint is empty (docs/metrics.md, OTLP)."`
+}
+
 func Default() Config {
 	return Config{
 		Source:          binlog.DefaultConfig(),
@@ -99,6 +110,7 @@ func Default() Config {
 		ShutdownTimeout: 30 * time.Second,
 		RetryBackoffMax: 5 * time.Second,
 		MetricsAddr:     "127.0.0.1:9108",
+		Metrics:         MetricsConfig{OTLP: otlp.DefaultConfig()},
 		AdaptiveProcs:   true,
 		GCHeadroom:      16 << 20,
 		LatencyBudget:   sink.DefaultLatencyBudget,
@@ -546,7 +558,7 @@ func (c *Config) Validate() error {
 	for _, sec := range c.tableBeside {
 		errs = append(errs, fmt.Errorf("%s.table: not read when %s.tables is set (the tables listed there are the source's outbox tables): remove it, or list it in %s.tables as {table: ...}", sec, sec, sec))
 	}
-	errs = append(errs, c.Log.Validate(), c.HA.Validate(), c.Audit.Validate())
+	errs = append(errs, c.Log.Validate(), c.HA.Validate(), c.Audit.Validate(), c.Metrics.OTLP.Validate())
 	if c.Audit.Enabled && c.HA.Enabled {
 		errs = append(errs, errors.New("audit.enabled: not with ha.enabled (every instance would audit, and their cursors clash): run `cdc-outbox audit` as one process of its own instead, with the same configuration"))
 	}
@@ -585,6 +597,8 @@ func (c *Config) secretFiles() map[string]string {
 		"kafka.tls.key-file":                    c.Kafka.TLS.KeyFile,
 		"checkpoint.tls.key-file":               c.Checkpoint.TLS.KeyFile,
 		"source.ssl-key":                        c.Source.SSLKey,
+		"metrics.otlp.headers-file":             c.Metrics.OTLP.HeadersFile,
+		"metrics.otlp.tls.key-file":             c.Metrics.OTLP.TLS.KeyFile,
 	}
 }
 
@@ -611,5 +625,6 @@ func (c Config) Redacted() Config {
 	c.Source = c.Source.Redacted()
 	c.Kafka = c.Kafka.Redacted()
 	c.Checkpoint = c.Checkpoint.Redacted()
+	c.Metrics.OTLP = c.Metrics.OTLP.Redacted()
 	return c
 }

@@ -13,15 +13,20 @@ import (
 //	cdc_outbox_audit_rows_read_total{source}             outbox rows the audit read from the table
 //	cdc_outbox_audit_audited_id{source,table}            the largest id audited (the audit's cursor)
 //	cdc_outbox_audit_behind_ids{source,table}            ids the checkpoint has passed that are not audited yet
+//	cdc_outbox_audit_running{source}                     1 while the audit runs, 0 once it stopped for good
+//	cdc_outbox_audit_errors_total{source}                audit sessions interrupted by a failure (retried)
 //
 // Missing and reordered are alerts (CdcOutboxAuditMissing,
-// CdcOutboxAuditReordered in deploy/prometheus).
+// CdcOutboxAuditReordered in deploy/prometheus), and so are a stopped or
+// failing audit (CdcOutboxAuditStopped, CdcOutboxAuditFailing).
 type auditVecs struct {
 	events    *prometheus.CounterVec
 	records   *prometheus.CounterVec
 	rows      *prometheus.CounterVec
 	audited   *prometheus.GaugeVec
 	behindIDs *prometheus.GaugeVec
+	running   *prometheus.GaugeVec
+	errors    *prometheus.CounterVec
 }
 
 func newAuditVecs() auditVecs {
@@ -36,11 +41,15 @@ func newAuditVecs() auditVecs {
 			Help: "The largest outbox id the continuous audit has audited (its cursor), by source and table."}, []string{LabelSource, "table"}),
 		behindIDs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "audit_behind_ids",
 			Help: "Outbox ids the checkpoint has passed that the continuous audit has not audited yet (audit.rows-per-second bounds its pace), by source and table."}, []string{LabelSource, "table"}),
+		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + "audit_running",
+			Help: "1 while the continuous audit of the source runs (retrying failures included), 0 once it stopped for good (its state unreadable, no integer-id table: the log says why); publishing goes on without it."}, []string{LabelSource}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + "audit_errors_total",
+			Help: "Sessions of the continuous audit of the source interrupted by a failure (the database, Kafka or Redis unreachable), each retried after a backoff of audit.interval doubling to a minute."}, []string{LabelSource}),
 	}
 }
 
 func (v auditVecs) collectors() []prometheus.Collector {
-	return []prometheus.Collector{v.events, v.records, v.rows, v.audited, v.behindIDs}
+	return []prometheus.Collector{v.events, v.records, v.rows, v.audited, v.behindIDs, v.running, v.errors}
 }
 
 // AuditSource is one source's audit metrics; it implements audit.Observer.
@@ -49,6 +58,8 @@ type AuditSource struct {
 	source string
 	rec    prometheus.Counter
 	rows   prometheus.Counter
+	run    prometheus.Gauge
+	errs   prometheus.Counter
 	known  map[string]bool // tables whose result series exist (owned by the audit's goroutine)
 }
 
@@ -58,7 +69,7 @@ type AuditSource struct {
 // from the one audit goroutine of the source.
 func (m *Metrics) Audit(source string, tables ...string) *AuditSource {
 	a := &AuditSource{v: m.audit, source: source, rec: m.audit.records.WithLabelValues(source), rows: m.audit.rows.WithLabelValues(source),
-		known: map[string]bool{}}
+		run: m.audit.running.WithLabelValues(source), errs: m.audit.errors.WithLabelValues(source), known: map[string]bool{}}
 	for _, t := range tables {
 		a.init(t)
 	}
@@ -93,3 +104,15 @@ func (a *AuditSource) Progress(table string, audited, behind uint64) {
 	a.v.audited.WithLabelValues(a.source, table).Set(float64(audited))
 	a.v.behindIDs.WithLabelValues(a.source, table).Set(float64(behind))
 }
+
+// Running implements audit.Observer.
+func (a *AuditSource) Running(on bool) {
+	if on {
+		a.run.Set(1)
+	} else {
+		a.run.Set(0)
+	}
+}
+
+// Interrupted implements audit.Observer.
+func (a *AuditSource) Interrupted() { a.errs.Inc() }

@@ -138,6 +138,12 @@ exit 0.`,
 				servers = append(servers, srv)
 				log.Info("serving metrics and health", zap.String("addr", srv.Addr), zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz", "/status"}))
 			}
+			stopOTLP, err := startOTLP(gctx, cfg.Metrics.OTLP, m, log)
+			if err != nil {
+				log.Error("cannot export the metrics with OTLP", zap.Error(err))
+				return exitError{code: 2}
+			}
+			defer stopOTLP()
 			if cfg.Audit.Enabled {
 				auditCtx, stopAudits := context.WithCancel(gctx)
 				defer stopAudits()
