@@ -146,6 +146,15 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			return func() { db.setDown(true) }
 		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceDisconnected"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
 			one("degraded"), 503, 2, ""}, 0},
+		{"database frozen", func(t *testing.T, e *env) func() {
+			// Its packets held, not refused (a SIGSTOPped mysqld, a
+			// silent network): no heartbeat, then the read timeout (5 s)
+			// restarts the pipeline, whose connection waits too.
+			db := newPauseProxy(t, mysqlAddr)
+			e.sourceAddr = db.addr()
+			return func() { db.setPaused(true) }
+		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
+			one("degraded"), 503, 2, "not read within --timeout"}, 20}, // status hung for good before --timeout
 		{"Kafka unreachable", func(t *testing.T, e *env) func() {
 			e.kafka = []string{freeAddr(t)}
 			return nil // from the start
@@ -242,7 +251,7 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			} else if !strings.Contains(sb, `"error"`) {
 				t.Errorf("/status = %d %s, want the error named", sc, sb)
 			}
-			if out, code := e.cli(nil, "status"); (c.want.cli >= 0 && code != c.want.cli) || !strings.Contains(out, c.want.cliSays) {
+			if out, code := e.cli(nil, "status", "--timeout", "10s"); (c.want.cli >= 0 && code != c.want.cli) || !strings.Contains(out, c.want.cliSays) {
 				t.Errorf("cdc-outbox status exit %d, want %d with %q", code, c.want.cli, c.want.cliSays)
 			}
 			firing := rec.firing(t)
