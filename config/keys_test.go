@@ -48,9 +48,56 @@ func configKeys() map[string]bool {
 	return keys
 }
 
-// keyRef matches a configuration key named in a message: a section name,
-// a dot, then lower-case words ("source.ssl-ca", "sources[1].kafka.tls.ca-file").
-var keyRef = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./{-])((?:sources\[[0-9i]+\]\.)?(?:source|router|kafka|checkpoint|log|ha)(?:\[[0-9i]+\])?(?:\.[a-z][a-z0-9-]*\*?(?:\[[0-9i%d]+\])?)+)`)
+// keyRef matches a configuration key named in a message: a section name
+// (every section of Config: a new one is covered without editing this), a
+// dot, then lower-case words ("source.ssl-ca", "sources[1].kafka.tls.ca-file",
+// "audit.rows-per-second").
+var keyRef = regexp.MustCompile(`(?:^|[^A-Za-z0-9_./{-])((?:sources\[[0-9i]+\]\.)?(?:` + strings.Join(sections(), "|") + `)(?:\[[0-9i]+\])?(?:\.[a-z][a-z0-9-]*\*?(?:\[[0-9i%d]+\])?)+)`)
+
+// sections returns the top-level keys of Config that hold settings of
+// their own ("source", "kafka", "audit", ...), but "sources", whose entries'
+// keys are the sections' (keyRef's optional prefix).
+func sections() []string {
+	var out []string
+	for k := range configKeys() {
+		if sec, _, ok := strings.Cut(k, "."); ok && sec != "sources" && !slices.Contains(out, sec) {
+			out = append(out, sec)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The sections keyRef knows include those the hard-coded list of before
+// missed (audit): a message naming a key of theirs that does not exist
+// is caught.
+func TestKeyRefSections(t *testing.T) {
+	for _, want := range []string{"audit", "checkpoint", "ha", "kafka", "log", "router", "source"} {
+		if !slices.Contains(sections(), want) {
+			t.Errorf("sections() = %v, lacks %s", sections(), want)
+		}
+	}
+	keys := configKeys()
+	for _, c := range []struct {
+		msg, key string
+		known    bool
+	}{
+		{"set audit.rows-per-sec lower", "audit.rows-per-sec", false},
+		{"audit.rows-per-second: at least 1", "audit.rows-per-second", true},
+		{"see docs/verify-and-audit.md", "", false},
+		{"sources[2].checkpoint.tls.ca-file: open x", "sources[2].checkpoint.tls.ca-file", true},
+	} {
+		m := keyRef.FindStringSubmatch(c.msg)
+		switch {
+		case c.key == "" && m != nil:
+			t.Errorf("%q: matched %q, want no key", c.msg, m[1])
+		case c.key != "" && (m == nil || m[1] != c.key):
+			t.Errorf("%q: matched %v, want %q", c.msg, m, c.key)
+		case c.key != "" && known(keys, normKey(m[1])) != c.known:
+			t.Errorf("%q: known %v, want %v", c.msg, !c.known, c.known)
+		}
+	}
+}
 
 // normKey drops list indices and a trailing "." ("sources[2].source.tables[0].pattern" → "sources.source.tables.pattern").
 func normKey(k string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/config"
+	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/lease"
 	"go.uber.org/zap"
 )
@@ -44,6 +45,11 @@ type Status struct {
 	// Lease: the source's lease holder, "<instance id> <token>" (package
 	// lease); "" when nobody holds it or ha.enabled is false.
 	Lease string `json:"lease,omitempty"`
+	// Health: the source's state on the instance that serves this
+	// document as /status (streaming, standby, degraded, failed, …, with
+	// its reason and since; docs/operations.md, Health model); nil in the
+	// status command, which runs apart from any publisher.
+	Health *health.Readiness `json:"health,omitempty"`
 	// Problem: why the exit Status is 1; empty when fine.
 	Problem string `json:"problem,omitempty"`
 	// Audit: the continuous audit's state beside the checkpoint (its
@@ -139,6 +145,27 @@ func (ss Statuses) JSON() any {
 		return ss[0]
 	}
 	return []Status(ss)
+}
+
+// Served is the value run's /status serves and its error: sts (read by
+// ReadSources, which returned err) with each source's Health on this
+// instance (of). With several sources, one that could not be read keeps
+// its Error beside the others and the document is served (nil error), so
+// that a stopped source shows there with its state; with one source, err
+// is returned (the endpoint answers 503 naming it; /readyz has the
+// state). No statuses (a selection error): nil and err.
+func Served(sts Statuses, err error, of func(source string) health.Readiness) (any, error) {
+	if len(sts) == 0 {
+		return nil, err
+	}
+	for i := range sts {
+		r := of(sts[i].Source)
+		sts[i].Health = &r
+	}
+	if len(sts) > 1 {
+		err = nil // each source's in its Error
+	}
+	return sts.JSON(), err
 }
 
 // Problem returns the first source's problem ("" when none has one).

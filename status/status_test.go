@@ -2,6 +2,7 @@ package status
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/health"
 )
 
 func TestLagBytes(t *testing.T) {
@@ -152,5 +154,42 @@ func TestStatuses(t *testing.T) {
 	a.Problem = "no checkpoint"
 	if p := (Statuses{b, a}).Problem(); p != "source shard1: no checkpoint" {
 		t.Errorf("Problem = %q", p)
+	}
+}
+
+// run's /status gives each source's state on the instance beside its
+// status; with several sources one that cannot be read is served with its
+// Error and state (issue 30 items 5 and 11: a stopped source shows in
+// /status), with one its error is the endpoint's.
+func TestServed(t *testing.T) {
+	states := map[string]health.Readiness{
+		"s0": {Ready: true, State: health.Streaming},
+		"s1": {State: health.Failed, Reason: "table im.x does not exist"},
+	}
+	of := func(name string) health.Readiness { return states[name] }
+	readErr := errors.New("source s1: dial tcp: refused")
+	v, err := Served(Statuses{{Source: "s0", Key: "cp:0"}, {Source: "s1", Key: "cp:1", Error: "dial tcp: refused"}}, readErr, of)
+	sts, ok := v.([]Status)
+	if err != nil || !ok || len(sts) != 2 {
+		t.Fatalf("two sources: %#v, %v; want both served, no error", v, err)
+	}
+	for _, st := range sts {
+		if st.Health == nil || st.Health.State != states[st.Source].State || st.Health.Reason != states[st.Source].Reason {
+			t.Errorf("source %s: health %+v, want %+v", st.Source, st.Health, states[st.Source])
+		}
+	}
+	b, _ := json.Marshal(sts[1])
+	if !strings.Contains(string(b), `"health":{"ready":false,"state":"failed","reason":"table im.x does not exist"`) {
+		t.Errorf("JSON of the failed source: %s", b)
+	}
+	v, err = Served(Statuses{{Source: "default", Key: "cp"}}, nil, func(string) health.Readiness { return health.Readiness{State: health.Standby} })
+	if st, ok := v.(Status); err != nil || !ok || st.Health == nil || st.Health.State != health.Standby {
+		t.Errorf("one source: %#v, %v", v, err)
+	}
+	if _, err := Served(Statuses{{Source: "default"}}, readErr, of); !errors.Is(err, readErr) {
+		t.Errorf("one source that cannot be read: error %v, want %v", err, readErr)
+	}
+	if v, err := Served(nil, readErr, of); v != nil || !errors.Is(err, readErr) {
+		t.Errorf("no statuses: %v, %v", v, err)
 	}
 }

@@ -125,7 +125,7 @@ exit 0.`,
 				mux, err := health.NewMux(health.Endpoints{Live: live, Ready: phase, Metrics: m.Handler(),
 					Status: func(ctx context.Context) (any, error) {
 						sts, err := status.ReadSources(ctx, cfg, "", log)
-						return sts.JSON(), err
+						return status.Served(sts, err, func(name string) health.Readiness { return phase.Source(name).Readiness() })
 					}})
 				if err != nil {
 					return err

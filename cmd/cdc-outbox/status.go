@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/status"
@@ -9,9 +13,10 @@ import (
 
 func statusCommand() *cobra.Command {
 	var (
-		path   string
-		source string
-		asJSON bool
+		path    string
+		source  string
+		asJSON  bool
+		timeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -37,7 +42,9 @@ prints an array), or the one --source names. With ha.enabled the lease
 holder is shown ("<instance id> <token>").
 Exit status: 0; 1 when there is no checkpoint, or its binlog file is no
 longer on the server (the publisher could not resume), or it is beyond the
-end; 2 on configuration or connection errors. --json prints the same as JSON.`,
+end; 2 on configuration or connection errors, and when the sources' statuses
+are not read within --timeout (a frozen server or Redis: packets held, not
+refused). --json prints the same as JSON.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.LoadFor(path, config.ScopeOps)
@@ -49,8 +56,20 @@ end; 2 on configuration or connection errors. --json prints the same as JSON.`,
 				return err
 			}
 			defer func() { _ = log.Sync() }()
-			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (execute)
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %s: want a positive duration, e.g. 30s", timeout)
+			}
+			// Cancelled by SIGINT/SIGTERM (execute), and bounded: a server
+			// that holds the packets would otherwise keep the command waiting
+			// for good (its connection's handshake has no deadline of its own).
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
 			sts, err := status.ReadSources(ctx, cfg, source, log)
+			if d, _ := ctx.Deadline(); err != nil && cmd.Context().Err() == nil && !time.Now().Before(d.Add(-time.Second)) {
+				// Past the bound (a dial's own timeout may end a moment
+				// before ctx's).
+				err = fmt.Errorf("not read within --timeout %s (a database or Redis that holds the packets, or a slow one: raise --timeout): %w", timeout, err)
+			}
 			if len(sts) == 0 {
 				return err
 			}
@@ -74,5 +93,6 @@ end; 2 on configuration or connection errors. --json prints the same as JSON.`,
 	cmd.Flags().StringVarP(&path, "config", "c", "", "YAML configuration file (source and checkpoint sections are used)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (an array of the sources' statuses when there are several)")
 	cmd.Flags().StringVar(&source, "source", "", "with a sources list: this source only (default: every source)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on reading the statuses (checkpoints, binlog ends, leases); past it: exit 2")
 	return cmd
 }

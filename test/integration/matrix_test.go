@@ -5,7 +5,9 @@ package integration
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,7 +110,8 @@ func (r *recorder) firing(t *testing.T) []string {
 }
 
 // An operator's fault matrix (issue 30 item 9): for each fault, what
-// /healthz, /readyz and the metrics say, and which shipped alerts fire on
+// /healthz, /readyz, /status (each source's state), cdc-outbox status and
+// the state metric say, and which shipped alerts fire on
 // the series the publisher really exported during the fault (promtool,
 // each second recorded standing for a minute). Services the tests share
 // are faulted through proxies of the test's own (database down, Redis
@@ -120,7 +123,14 @@ func TestOperatorFaultMatrix(t *testing.T) {
 		state       string   // /readyz state
 		reason      string   // in /readyz's body
 		fire, quiet []string // alerts that must fire, and must not
+		// each source's state in cdc_outbox_source_state and, when /status
+		// answers 200, in its health
+		sources map[string]string
+		status  int    // /status code (503: a service the status reads is down)
+		cli     int    // cdc-outbox status's exit code; -1: not checked
+		cliSays string // in its output
 	}
+	one := func(state string) map[string]string { return map[string]string{"default": state} }
 	cases := []struct {
 		name    string
 		setup   func(t *testing.T, e *env) (fault func())
@@ -128,23 +138,36 @@ func TestOperatorFaultMatrix(t *testing.T) {
 		samples int // seconds recorded (15 when 0)
 	}{
 		{"healthy", func(t *testing.T, e *env) func() { return func() {} },
-			view{200, "streaming", "", nil, []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected", "CdcOutboxAbsent", "CdcOutboxStalled"}}, 0},
+			view{200, "streaming", "", nil, []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected", "CdcOutboxAbsent", "CdcOutboxStalled"},
+				one("streaming"), 200, 0, ""}, 0},
 		{"database down", func(t *testing.T, e *env) func() {
 			db := newPauseProxy(t, mysqlAddr)
 			e.sourceAddr = db.addr()
 			return func() { db.setDown(true) }
-		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceDisconnected"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 0},
+		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceDisconnected"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
+			one("degraded"), 503, 2, ""}, 0},
+		{"database frozen", func(t *testing.T, e *env) func() {
+			// Its packets held, not refused (a SIGSTOPped mysqld, a
+			// silent network): no heartbeat, then the read timeout (5 s)
+			// restarts the pipeline, whose connection waits too.
+			db := newPauseProxy(t, mysqlAddr)
+			e.sourceAddr = db.addr()
+			return func() { db.setPaused(true) }
+		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
+			one("degraded"), 503, 2, "not read within --timeout"}, 20}, // status hung for good before --timeout
 		{"Kafka unreachable", func(t *testing.T, e *env) func() {
 			e.kafka = []string{freeAddr(t)}
 			return nil // from the start
 			// The first start waits up to 20 s for the brokers (the mirror
 			// topic), then the pipeline restarts: degraded.
-		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 40},
+		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
+			one("degraded"), 200, 1, "no checkpoint"}, 40},
 		{"Redis down", func(t *testing.T, e *env) func() {
 			rp := newPauseProxy(t, redisAddr)
 			e.redisYAML = "addr: " + rp.addr()
 			return func() { rp.setDown(true) }
-		}, view{503, "degraded", "cannot reach Redis", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 0},
+		}, view{503, "degraded", "cannot reach Redis", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
+			one("degraded"), 503, 2, ""}, 0},
 		{"every instance a standby", func(t *testing.T, e *env) func() {
 			return func() {
 				// The lease held by an instance that does not run (a
@@ -161,9 +184,11 @@ func TestOperatorFaultMatrix(t *testing.T) {
 					}
 				}
 			}
-		}, view{200, "standby", "ghost-instance", []string{"CdcOutboxNoPublisher"}, []string{"CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxAbsent"}}, 0},
+		}, view{200, "standby", "ghost-instance", []string{"CdcOutboxNoPublisher"}, []string{"CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxAbsent"},
+			one("standby"), 200, -1, "held by ghost-instance 999999"}, 0},
 		{"one of two sources stopped", nil,
-			view{503, "failed", "source s1", []string{"CdcOutboxSourceFailed", "CdcOutboxNoPublisher"}, []string{"CdcOutboxAbsent"}}, 0},
+			view{503, "failed", "source s1", []string{"CdcOutboxSourceFailed", "CdcOutboxNoPublisher"}, []string{"CdcOutboxAbsent"},
+				map[string]string{"s0": "streaming", "s1": "failed"}, 200, 0, "free: no instance publishes the source now"}, 0}, // s1 stored its first checkpoint before the table check failed
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,6 +235,25 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			if hc, hb := httpGet(addr, "/healthz"); hc != 200 {
 				t.Errorf("/healthz = %d %s, want 200 (the process is not stuck)", hc, hb)
 			}
+			// Each source's state: the metric, /status, cdc-outbox status.
+			for src, st := range c.want.sources {
+				if v := metric(addr, fmt.Sprintf("cdc_outbox_source_state{source=%q,state=%q}", src, st)); v != "1" {
+					t.Errorf("cdc_outbox_source_state{source=%q,state=%q} = %q, want 1", src, st, v)
+				}
+			}
+			sc, sb := httpGet(addr, "/status")
+			if sc != c.want.status {
+				t.Errorf("/status = %d %s, want %d", sc, sb, c.want.status)
+			} else if sc == 200 {
+				if got := statusHealth(sb); !maps.Equal(got, c.want.sources) {
+					t.Errorf("/status gives the sources' states %v, want %v:\n%s", got, c.want.sources, sb)
+				}
+			} else if !strings.Contains(sb, `"error"`) {
+				t.Errorf("/status = %d %s, want the error named", sc, sb)
+			}
+			if out, code := e.cli(nil, "status", "--timeout", "10s"); (c.want.cli >= 0 && code != c.want.cli) || !strings.Contains(out, c.want.cliSays) {
+				t.Errorf("cdc-outbox status exit %d, want %d with %q", code, c.want.cli, c.want.cliSays)
+			}
 			firing := rec.firing(t)
 			t.Logf("%s: /readyz %d %s; alerts firing: %v", c.name, code, c.want.state, firing)
 			for _, a := range c.want.fire {
@@ -224,4 +268,31 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// statusHealth returns each source's health state in a /status body (one
+// source's object, or several sources' array); nil when it has none.
+func statusHealth(body string) map[string]string {
+	type st struct {
+		Source string
+		Health *struct{ State string }
+	}
+	var list []st
+	if json.Unmarshal([]byte(body), &list) != nil {
+		var one st
+		if json.Unmarshal([]byte(body), &one) != nil {
+			return nil
+		}
+		list = []st{one}
+	}
+	var out map[string]string
+	for _, s := range list {
+		if s.Health != nil {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[s.Source] = s.Health.State
+		}
+	}
+	return out
 }
