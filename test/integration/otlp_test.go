@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -61,6 +62,14 @@ type (
 				Count      string     `json:"count"`
 			} `json:"dataPoints"`
 		} `json:"histogram"`
+		// A Prometheus histogram with native buckets arrives as an
+		// exponential histogram (the bridge converts it).
+		ExponentialHistogram *struct {
+			DataPoints []struct {
+				Attributes []otlpAttr `json:"attributes"`
+				Count      string     `json:"count"`
+			} `json:"dataPoints"`
+		} `json:"exponentialHistogram"`
 	}
 	otlpAttr struct {
 		Key   string `json:"key"`
@@ -213,6 +222,21 @@ func TestOTLPMetrics(t *testing.T) {
 			}
 			if last.resource["service.version"] == "" {
 				t.Errorf("resource without service.version: %v", last.resource)
+			}
+			// The latency objective's histogram (issue 35): a point for the
+			// source with every transaction published so far counted.
+			const latency = "cdc_outbox_commit_to_ack_seconds"
+			var counted int64
+			if h := last.metrics[latency].ExponentialHistogram; h != nil {
+				for _, dp := range h.DataPoints {
+					if otlpAttrs(dp.Attributes)["source"] == "default" {
+						counted, _ = strconv.ParseInt(dp.Count, 10, 64)
+					}
+				}
+			}
+			if counted < 1 {
+				m := last.metrics[latency]
+				t.Errorf("the export has no %s{source=\"default\"} observations (exponential histogram %+v, histogram %+v)", latency, m.ExponentialHistogram, m.Histogram)
 			}
 			for _, name := range []string{"cdc_outbox_build_info", "cdc_outbox_source_connected", "cdc_outbox_produce_seconds"} {
 				if _, ok := last.metrics[name]; !ok {
