@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cdc-outbox/cdc-outbox/ha"
 	"github.com/cdc-outbox/cdc-outbox/health"
 	dto "github.com/prometheus/client_model/go"
 	"gopkg.in/yaml.v3"
@@ -38,6 +39,7 @@ func registered(t *testing.T) map[string]dto.MetricType {
 	m.Registry().MustRegister(health.NewSources("s")) // the per-source states, as run registers them
 	m.Audit("s", "t").Progress("t", 1, 0)             // the audit's series, where it runs
 	m.Audit("s").Read(1, 1)
+	ha.NewMetrics(m.Registry()).Init("s") // the lease metrics, as run registers them with ha.enabled
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -193,6 +193,7 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 	// (takenIDs), cleared by any other end of a term.
 	var taken map[uint32]bool
 	acq := &lease.Acquirer{Key: p.Config.Checkpoint.Key, Owner: s.opts.Owner, Prev: s.previous, TTL: s.cfg.HA.TTL}
+	s.m.Init(p.Name)
 	for {
 		s.m.standby.WithLabelValues(p.Name).Set(1)
 		l, sent, err := s.acquire(ctx, store, acq, p, log)

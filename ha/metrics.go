@@ -40,3 +40,13 @@ func NewMetrics(r prometheus.Registerer) *Metrics {
 	}
 	return m
 }
+
+// Init creates the series of source at their starting values (standby 1,
+// the counters 0) when the source enters the instance, before any term:
+// a counter that first appears at 1 gives Prometheus's increase() nothing
+// to see, so the first lease lost would raise no CdcOutboxLeaseLost.
+func (m *Metrics) Init(source string) {
+	m.standby.WithLabelValues(source).Set(1)
+	m.acquired.WithLabelValues(source).Add(0)
+	m.lost.WithLabelValues(source).Add(0)
+}
