@@ -30,7 +30,7 @@ type recorder struct {
 }
 
 // recorded are the families the alert rules use.
-var recorded = regexp.MustCompile(`^(cdc_outbox_(source_state|ready|seconds_behind_source|source_connected|source_caught_up|records_produced_total|pipeline_restarts_total|checkpoint_age_seconds|source_heard_age_seconds|poison_records_total|purged_skips_total|audit_events_total))(\{[^}]*\})? (\S+)$`)
+var recorded = regexp.MustCompile(`^(cdc_outbox_(source_state|ready|seconds_behind_source|source_connected|source_caught_up|records_produced_total|pipeline_restarts_total|checkpoint_age_seconds|source_heard_age_seconds|poison_records_total|purged_skips_total|audit_events_total|audit_running|audit_errors_total|lease_lost_total|checkpoint_mirror_errors_total))(\{[^}]*\})? (\S+)$`)
 
 func (r *recorder) scrape(addr, instance string) {
 	if r.series == nil {
@@ -168,6 +168,22 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			return func() { rp.setDown(true) }
 		}, view{503, "degraded", "cannot reach Redis", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
 			one("degraded"), 503, 2, ""}, 0},
+		{"lease lost", func(t *testing.T, e *env) func() {
+			// The owner's Redis traffic held for 5 s, longer than its
+			// lease (3 s): it loses the lease and stops; once Redis
+			// answers it takes the lease again (no other instance runs).
+			// CdcOutboxLeaseLost fires on the loss, which needs the lease
+			// counters at 0 before it (ha.Metrics.Init). 14 samples: the
+			// alert's 15-minute window holds the whole recording.
+			rp := newPauseProxy(t, redisAddr)
+			e.redisYAML = "addr: " + rp.addr()
+			return func() {
+				rp.setPaused(true)
+				resume := time.AfterFunc(5*time.Second, func() { rp.setPaused(false) })
+				t.Cleanup(func() { resume.Stop(); rp.setPaused(false) })
+			}
+		}, view{200, "streaming", "", []string{"CdcOutboxLeaseLost"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
+			one("streaming"), 200, 0, ""}, 14},
 		{"every instance a standby", func(t *testing.T, e *env) func() {
 			return func() {
 				// The lease held by an instance that does not run (a
