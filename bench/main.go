@@ -857,6 +857,34 @@ func (b *bench) latency(ctx context.Context, rate int, d time.Duration) {
 		fmt.Sprintf("%d events, commit → broker append (LogAppendTime); peak RSS %.1f MB", len(lat), float64(rss)/(1<<20)))
 }
 
+// serverLoad returns the source server's global counters of SELECT and
+// UPDATE statements and of rows read by the handlers (SHOW GLOBAL STATUS:
+// Com_select, Com_update, Handler_read_first/key/next/rnd_next), for the
+// load a stage adds between two calls.
+func serverLoad() map[string]int64 {
+	c := sqlConn()
+	defer c.Close()
+	r, err := c.Execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_select','Com_update','Handler_read_first','Handler_read_key','Handler_read_next','Handler_read_rnd_next')")
+	fail(err)
+	m := map[string]int64{}
+	for i := 0; i < r.RowNumber(); i++ {
+		k, _ := r.GetString(i, 0)
+		v, _ := r.GetString(i, 1)
+		m[k], _ = strconv.ParseInt(v, 10, 64)
+	}
+	return m
+}
+
+// rowsRead is the rows the handlers read between before and after
+// (serverLoad).
+func rowsRead(before, after map[string]int64) int64 {
+	var n int64
+	for _, k := range []string{"Handler_read_first", "Handler_read_key", "Handler_read_next", "Handler_read_rnd_next"} {
+		n += after[k] - before[k]
+	}
+	return n
+}
+
 // liveCost: the publisher's CPU (cores: CPU seconds per second) and the
 // commit → broker append latency while rate events/s arrive in
 // transactions of minRows–maxRows rows (uniform): the cost per transaction
@@ -878,6 +906,7 @@ func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time
 	p := b.start(b.config(table, topic, key), append(args, "--start", "latest")...)
 	p.waitLog("streaming binlog")
 	cpu0, _ := p.cpuAndRSS()
+	load0 := serverLoad()
 	t0 := time.Now()
 	var prof errgroup.Group
 	if pprof != "" {
@@ -897,6 +926,7 @@ func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time
 	lat := latencies(ctx, topic, n)
 	cpu1, rss := p.cpuAndRSS()
 	wall := time.Since(t0)
+	load1 := serverLoad()
 	if heap { // after the CPU is read: the profile's own CPU is not the window's
 		for file, path := range map[string]string{b.heap + ".heap": "heap", b.heap + ".txt": "heap?debug=1"} {
 			if out, err := exec.Command("curl", "-sf", "-o", file, "http://127.0.0.1:6062/debug/pprof/"+path).CombinedOutput(); err != nil {
@@ -920,7 +950,8 @@ func (b *bench) liveCost(ctx context.Context, rate, minRows, maxRows int, d time
 	}
 	b.add(name,
 		fmt.Sprintf("%.3f cores (%.1f µs CPU per event); p50 %s, p99 %s", cores, float64(cpu1-cpu0)/float64(time.Microsecond)/float64(n), ms(pct(lat, .5)), ms(pct(lat, .99))),
-		fmt.Sprintf("%d events over %.1f s incl. the read-back; publisher CPU (user+system) from /proc; peak RSS %.1f MB; target ≤ 0.05 cores, p99 ≤ 5 ms", n, wall.Seconds(), float64(rss)/(1<<20)))
+		fmt.Sprintf("%d events over %.1f s incl. the read-back; publisher CPU (user+system) from /proc; peak RSS %.1f MB; the database meanwhile (every client: the bench's writes too) %.0f SELECT/s, %.0f rows read/s (Handler_read_*); target ≤ 0.05 cores, p99 ≤ 5 ms",
+			n, wall.Seconds(), float64(rss)/(1<<20), float64(load1["Com_select"]-load0["Com_select"])/wall.Seconds(), float64(rowsRead(load0, load1))/wall.Seconds()))
 	if !b.audit && minRows == 1 {
 		b.add(fmt.Sprintf("live RSS at %d events/s in %s transactions", rate, shape),
 			fmt.Sprintf("%s (VmRSS at the window's end), peak %s (VmHWM)", mb(mem.rss), mb(mem.hwm)),
@@ -1045,24 +1076,11 @@ func (b *bench) dispatcher(ctx context.Context) {
 	}
 	fail(w.Txn(rows, false))
 	w.Close()
-	status := func() map[string]int64 {
-		c := sqlConn()
-		defer c.Close()
-		r, err := c.Execute("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_select','Com_update','Handler_read_first','Handler_read_key','Handler_read_next','Handler_read_rnd_next')")
-		fail(err)
-		m := map[string]int64{}
-		for i := 0; i < r.RowNumber(); i++ {
-			k, _ := r.GetString(i, 0)
-			v, _ := r.GetString(i, 1)
-			m[k], _ = strconv.ParseInt(v, 10, 64)
-		}
-		return m
-	}
 	kw := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: router.Balancer(), RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	defer kw.Close()
 	c := sqlConn()
 	defer c.Close()
-	before := status()
+	before := serverLoad()
 	began := time.Now()
 	sent := 0
 	for sent < backlog {
@@ -1092,15 +1110,14 @@ func (b *bench) dispatcher(ctx context.Context) {
 		}
 	}
 	d := time.Since(began)
-	after := status()
+	after := serverLoad()
 	lat := latencies(ctx, topic, backlog)
 	slices.Sort(lat)
 	b.add("polling dispatcher (seeds): drain", fmt.Sprintf("%.0f events/s", float64(backlog)/d.Seconds()), fmt.Sprintf("%d events in %s (batch 100 every 3 s)", backlog, d.Round(time.Millisecond)))
 	b.add("polling dispatcher (seeds): commit → broker append for that backlog", fmt.Sprintf("p50 %s, max %s", ms(pct(lat, .5)), ms(pct(lat, 1))), "the backlog was committed at once")
 	b.add("polling dispatcher (seeds): load on MariaDB per 1,000 events",
 		fmt.Sprintf("%d SELECT, %d UPDATE, %d rows examined (Handler_read_*)", after["Com_select"]-before["Com_select"], after["Com_update"]-before["Com_update"],
-			after["Handler_read_first"]+after["Handler_read_key"]+after["Handler_read_next"]+after["Handler_read_rnd_next"]-
-				before["Handler_read_first"]-before["Handler_read_key"]-before["Handler_read_next"]-before["Handler_read_rnd_next"]),
+			rowsRead(before, after)),
 		"cdc-outbox: 0 queries (reads the binlog stream)")
 }
 
