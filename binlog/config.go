@@ -87,7 +87,7 @@ type Config struct {
 	// is idle (MASTER_HEARTBEAT_PERIOD), so that a dead connection is noticed.
 	HeartbeatPeriod time.Duration `yaml:"heartbeat-period" env:"HEARTBEAT_PERIOD" doc:"How often an idle server sends a heartbeat event, so that a dead connection is noticed." rule:"at least 100ms"`
 	// ReadTimeout bounds the wait for the next event; must exceed HeartbeatPeriod.
-	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT" doc:"How long to wait for the next event before the connection counts as dead." rule:"more than heartbeat-period"`
+	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT" doc:"How long to wait for the next event before the connection counts as dead; also bounds each connection's handshake (a server that holds the packets: every command then fails naming this key)." rule:"more than heartbeat-period"`
 	// Linger: after a read of the binlog stream that found it drained
 	// (with less than 64 KiB read since the previous pause), wait this
 	// long before reading again, so that the transactions committed

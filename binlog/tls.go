@@ -5,6 +5,7 @@ package binlog
 // that source.ssl-mode and source.password-file apply to all of them.
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -182,7 +183,9 @@ func greetingOffersTLS(p []byte) (bool, error) {
 // Dial opens an SQL connection to the source (cfg.Addr, database db, ""
 // for none) with cfg's TLS and password, as every SQL connection of every
 // command does. A refused login wraps ErrAuth, a TLS problem ErrTLS, each
-// naming the settings to fix.
+// naming the settings to fix. The handshake is bounded by
+// source.read-timeout (or ctx's earlier deadline): past it, an error naming
+// that setting, not a wait for good on a server that holds the packets.
 func Dial(ctx context.Context, cfg Config, db string) (*client.Conn, error) {
 	tc, err := cfg.tlsFor(ctx)
 	if err != nil {
@@ -193,7 +196,24 @@ func Dial(ctx context.Context, cfg Config, db string) (*client.Conn, error) {
 		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
 	dial, refused := cfg.dialer(10 * time.Second)
-	conn, err := client.ConnectWithDialer(ctx, "", cfg.Addr, cfg.User, pw, db, dial, func(c *client.Conn) error {
+	// The handshake is bounded by source.read-timeout: go-mysql reads the
+	// greeting with no deadline of its own, so a server that holds the
+	// packets (SIGSTOPped, a silent network) would keep the command
+	// waiting for good. The deadline is lifted once connected.
+	bound := cmp.Or(cfg.ReadTimeout, 30*time.Second)
+	deadline := time.Now().Add(bound)
+	ours := true
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ours = d, false // the caller's bound (status --timeout) names itself
+	}
+	bounded := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := dial(ctx, network, addr)
+		if err == nil {
+			_ = nc.SetDeadline(deadline)
+		}
+		return nc, err
+	}
+	conn, err := client.ConnectWithDialer(ctx, "", cfg.Addr, cfg.User, pw, db, bounded, func(c *client.Conn) error {
 		if tc != nil {
 			c.SetTLSConfig(tc)
 		}
@@ -202,8 +222,15 @@ func Dial(ctx context.Context, cfg Config, db string) (*client.Conn, error) {
 	if pk := refused.err.Load(); err != nil && pk != nil {
 		return nil, pk
 	}
+	if err != nil && ours && !time.Now().Before(deadline) {
+		return nil, fmt.Errorf("binlog: connect to %s: no handshake within source.read-timeout (%s): the server holds the packets (stopped, frozen, or a silent network) or is overloaded; check it, or raise source.read-timeout: %w", cfg.Addr, bound, err)
+	}
 	if err != nil {
 		return nil, cfg.connectError(ctx, tc != nil, err)
+	}
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("binlog: connect to %s: %w", cfg.Addr, err)
 	}
 	return conn, nil
 }
