@@ -142,11 +142,11 @@ reserve_ports() {
   local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
   [[ -w $f ]] || return 0
   cur=$(cat "$f" 2>/dev/null) || return 0
-  # also the 3-node cluster's, the secured servers' and the Redis HA ports, started later
+  # also the 3-node cluster's, the secured servers', the collector's (up-otel) and the Redis HA ports, started later
   # in a test run: reserved from the first `up` on, no client connection
   # takes one as its local port meanwhile (seen: "Address already in use"
   # for a cluster node started after the integration tests)
-  echo "${cur:+$cur,}$MYSQL_PORT,$MYSQL9_PORT,$MARIADB11_PORT,$REDIS_PORT,$KAFKA_PORT,$KAFKA_CONTROLLER_PORT,$CLUSTER_PORT-$((CLUSTER_PORT + 5)),$SEC_MYSQL_PORT,$SEC_REDIS_PORT,$SEC_KAFKA_PORT,$SEC_KAFKA_SASL_PORT,$SEC_KAFKA_MTLS_PORT,$SEC_KAFKA_EXPIRED_PORT,$SEC_KAFKA_CONTROLLER_PORT" >"$f" 2>/dev/null || true
+  echo "${cur:+$cur,}$MYSQL_PORT,$MYSQL9_PORT,$MARIADB11_PORT,$REDIS_PORT,$KAFKA_PORT,$KAFKA_CONTROLLER_PORT,$CLUSTER_PORT-$((CLUSTER_PORT + 5)),$SEC_MYSQL_PORT,$SEC_REDIS_PORT,$SEC_KAFKA_PORT,$SEC_KAFKA_SASL_PORT,$SEC_KAFKA_MTLS_PORT,$SEC_KAFKA_EXPIRED_PORT,$SEC_KAFKA_CONTROLLER_PORT,$OTEL_GRPC_PORT,$OTEL_HTTP_PORT" >"$f" 2>/dev/null || true
   reserve_ha_ports # the Redis Sentinel and Cluster ports (up-redis-ha)
 }
 
