@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/health"
+	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/otlp"
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
@@ -29,9 +31,14 @@ func startOTLP(ctx context.Context, cfg otlp.Config, m *metrics, log *zap.Logger
 		return func() {}, nil
 	}
 	log = log.Named("otlp")
+	// Sampled: with a short interval a collector that is down would log
+	// every export; the counter has them all.
+	warn := logging.NewLimiter(time.Minute, 3)
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("metrics.otlp: export failed; the next one sends the cumulative values again (cdc_outbox_otlp_exports_total{result=\"error\"})",
-			zap.String("endpoint", cfg.Endpoint), zap.Error(err))
+		if ok, suppressed := warn.Allow(time.Now()); ok {
+			log.Warn("metrics.otlp: export failed; the next one sends the cumulative values again (cdc_outbox_otlp_exports_total{result=\"error\"})",
+				zap.String("endpoint", cfg.Endpoint), zap.Error(err), zap.Int("suppressed", suppressed))
+		}
 	}))
 	exp, err := otlp.Start(ctx, cfg, otlp.Options{Gatherer: m.Registry(), Registerer: m.Registry(), Version: version})
 	if err != nil {
