@@ -92,23 +92,32 @@ func pidCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
-// scrape returns the publisher's metrics at addr summed by name (the
-// labels dropped): cdc_outbox_produce_request_records_count, ...
-func scrape(addr string) map[string]float64 {
-	out := map[string]float64{}
+// scrape returns the lines of the publisher's metrics at addr (the
+// Prometheus text format; none when it does not answer).
+func scrape(addr string) []string {
 	res, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: scrape:", err)
-		return out
+		return nil
 	}
 	defer res.Body.Close()
+	var lines []string
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
+		if line := sc.Text(); !strings.HasPrefix(line, "#") {
+			lines = append(lines, line)
 		}
+	}
+	return lines
+}
+
+// sums returns the samples of lines (scrape) summed by name, the labels
+// dropped (cdc_outbox_produce_request_records_count, ...), aborted and
+// failed results left out.
+func sums(lines []string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range lines {
 		name, rest, _ := strings.Cut(line, " ")
 		labels := ""
 		if i := strings.IndexByte(name, '{'); i >= 0 {
@@ -125,20 +134,12 @@ func scrape(addr string) map[string]float64 {
 	return out
 }
 
-// buckets returns the cumulative bucket counts of histogram name on the
-// publisher's metrics at addr, summed over its series, by upper bound
-// (seconds; +Inf included).
-func buckets(addr, name string) map[float64]float64 {
+// buckets returns the cumulative bucket counts of histogram name in lines
+// (scrape), summed over its series, by upper bound (seconds; +Inf
+// included).
+func buckets(lines []string, name string) map[float64]float64 {
 	out := map[float64]float64{}
-	res, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return out
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range lines {
 		if !strings.HasPrefix(line, name+"_bucket{") {
 			continue
 		}
@@ -303,12 +304,11 @@ func (b *bench) frontierRun(ctx context.Context, c frontierCase, delivery string
 	})
 	time.Sleep(500 * time.Millisecond) // the consumer joined
 	const hist = "cdc_outbox_commit_to_ack_seconds"
-	h0 := buckets(addr, hist)
-	m0, pc0, bc0, t0 := scrape(addr), p.cpu(), brokerCPU(), time.Now()
+	l0, pc0, bc0, t0 := scrape(addr), p.cpu(), brokerCPU(), time.Now()
 	n := liveWorkloadTxns(table, rate, d, 1000, func() int { return 1 + rand.IntN(10) })
 	time.Sleep(200 * time.Millisecond) // the last rounds land
-	m1, pc1, bc1, t1 := scrape(addr), p.cpu(), brokerCPU(), time.Now()
-	h1 := buckets(addr, hist)
+	l1, pc1, bc1, t1 := scrape(addr), p.cpu(), brokerCPU(), time.Now()
+	m0, m1, h0, h1 := sums(l0), sums(l1), buckets(l0, hist), buckets(l1, hist)
 	mu.Lock()
 	written = n
 	mu.Unlock()

@@ -84,3 +84,22 @@ func TestBucketQuantile(t *testing.T) {
 		t.Errorf("past the last bound: %s, want +Inf", got)
 	}
 }
+
+func TestSumsAndBuckets(t *testing.T) {
+	lines := []string{
+		`cdc_outbox_kafka_transactions_total{source="a",result="committed"} 7`,
+		`cdc_outbox_kafka_transactions_total{source="a",result="aborted"} 2`,
+		`cdc_outbox_kafka_transactions_total{source="b",result="committed"} 3`,
+		`cdc_outbox_commit_to_ack_seconds_bucket{source="a",le="0.005"} 4`,
+		`cdc_outbox_commit_to_ack_seconds_bucket{source="b",le="0.005"} 1`,
+		`cdc_outbox_commit_to_ack_seconds_bucket{source="a",le="+Inf"} 9`,
+		`cdc_outbox_commit_to_ack_seconds_count{source="a"} 9`,
+	}
+	if got := sums(lines)["cdc_outbox_kafka_transactions_total"]; got != 10 {
+		t.Errorf("committed transactions summed: %v, want 10 (aborted left out)", got)
+	}
+	b := buckets(lines, "cdc_outbox_commit_to_ack_seconds")
+	if len(b) != 2 || b[0.005] != 5 || b[math.Inf(1)] != 9 {
+		t.Errorf("buckets %v, want {0.005: 5, +Inf: 9}", b)
+	}
+}
