@@ -1515,10 +1515,17 @@ cmd_up_otel() {
   check_port_free otelcol "$OTEL_HTTP_PORT"
   otel_write_config
   setsid "$bin" --config "file:$OTEL_DIR/config.yaml" >>"$OTEL_LOG" 2>&1 </dev/null &
-  echo $! >"$OTEL_PID"
+  local pid=$!
+  echo "$pid" >"$OTEL_PID"
   local deadline=$((SECONDS + TIMEOUT))
   until port_open "$OTEL_GRPC_PORT" && port_open "$OTEL_HTTP_PORT"; do
-    pid_alive "$OTEL_PID" otelcol >/dev/null || fail_with_log otelcol "$OTEL_LOG" "exited at start"
+    # Exited: no process, or a zombie. Between the fork and the exec the
+    # child's command line is still this script's, so pid_alive's name
+    # check alone would call a collector not yet exec'd dead (seen in a
+    # clean-clone .ci/run: "exited at start" with nothing in its log).
+    if [[ ! -e /proc/$pid ]] || [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then
+      fail_with_log otelcol "$OTEL_LOG" "exited at start"
+    fi
     ((SECONDS < deadline)) || fail_with_log otelcol "$OTEL_LOG" "did not listen on :$OTEL_GRPC_PORT and :$OTEL_HTTP_PORT within ${TIMEOUT}s"
     sleep 0.1
   done
