@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -164,6 +165,24 @@ type env struct {
 	haExtra      string        // appended to the YAML config's ha section (indented by 2)
 }
 
+// worldRuns counts the worlds made under each name in this process, so that
+// a test run again (go test -count N) gets new tables, topic, checkpoint key
+// and consumer group instead of the last run's.
+var worldRuns = &nameCounter{seen: map[string]int{}}
+
+type nameCounter struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+// next returns how many times name was asked for, this time included.
+func (c *nameCounter) next(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[name]++
+	return c.seen[name]
+}
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	return newEnvNamed(t, t.Name())
@@ -187,6 +206,9 @@ func newTables(t *testing.T) *env {
 func newTablesNamed(t *testing.T, testName string) *env {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(testName)) + "_" + runID
+	if n := worldRuns.next(name); n > 1 { // go test -count N: a fresh world each time
+		name += fmt.Sprintf("_%d", n)
+	}
 	e := &env{t: t, name: name, outbox: "ob_" + name, message: "msg_" + name, topic: "it." + name,
 		key: "cdc-outbox:it:" + name, serverID: serverIDs.Add(32) - 31, dir: t.TempDir()} // ha.server-ids 16 for the publishers, then replay's default
 	if len(e.outbox) > 64 {
