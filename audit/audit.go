@@ -16,7 +16,6 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
 )
@@ -125,7 +124,7 @@ type ref struct {
 // stored state).
 type run struct {
 	*Auditor
-	conn      *client.Conn
+	conn      *binlog.Conn
 	flavor    string
 	store     *checkpoint.Store
 	targets   []verify.Target

@@ -86,8 +86,10 @@ type Config struct {
 	// HeartbeatPeriod asks the server for a heartbeat event when the binlog
 	// is idle (MASTER_HEARTBEAT_PERIOD), so that a dead connection is noticed.
 	HeartbeatPeriod time.Duration `yaml:"heartbeat-period" env:"HEARTBEAT_PERIOD" doc:"How often an idle server sends a heartbeat event, so that a dead connection is noticed." rule:"at least 100ms"`
-	// ReadTimeout bounds the wait for the next event; must exceed HeartbeatPeriod.
-	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT" doc:"How long to wait for the next event before the connection counts as dead; also bounds each connection's handshake (a server that holds the packets: every command then fails naming this key)." rule:"more than heartbeat-period"`
+	// ReadTimeout bounds the wait for the next event; must exceed
+	// HeartbeatPeriod. It also bounds the waits of every SQL connection
+	// (Dial, conn.go).
+	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT" doc:"How long to wait for the next event before the connection counts as dead; also bounds each SQL connection's handshake, and each statement's wait for an answer unless the server, asked on a second connection, still runs it (a long DELETE of prune, a scan of verify wait on); a server that holds the packets: every command then fails naming this key." rule:"more than heartbeat-period"`
 	// Linger: after a read of the binlog stream that found it drained
 	// (with less than 64 KiB read since the previous pause), wait this
 	// long before reading again, so that the transactions committed

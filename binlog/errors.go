@@ -3,6 +3,7 @@ package binlog
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Test with errors.Is.
@@ -87,3 +88,33 @@ var (
 	// in the rotate chain, or several base names mixed.
 	ErrFileOrder = errors.New("binlog: binlog file list")
 )
+
+// ErrStalled matches every *StallError.
+var ErrStalled = errors.New("binlog: the source does not answer")
+
+// StallError reports an SQL connection to the source (Dial) on which the
+// server answered nothing within source.read-timeout: its handshake, or a
+// statement the server, asked on a second connection, did not answer that
+// question either (stopped, frozen, a silent network) or no longer runs
+// (the connection lost). It matches ErrStalled; a retry may succeed.
+type StallError struct {
+	Addr      string
+	Bound     time.Duration // source.read-timeout
+	Handshake bool          // the connection's handshake, else a statement
+	Stmt      string        // the statement's start, when not the handshake
+	Err       error
+}
+
+func (e *StallError) Error() string {
+	what := "no handshake"
+	if !e.Handshake {
+		what = fmt.Sprintf("no answer to %q", e.Stmt)
+	}
+	return fmt.Sprintf("binlog: %s from %s within source.read-timeout (%s): the server holds the packets (stopped, frozen, or a silent network) or the connection is lost; check it, or raise source.read-timeout: %v",
+		what, e.Addr, e.Bound, e.Err)
+}
+
+// Is makes a *StallError match ErrStalled.
+func (e *StallError) Is(target error) bool { return target == ErrStalled }
+
+func (e *StallError) Unwrap() error { return e.Err }

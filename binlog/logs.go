@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
@@ -288,8 +287,8 @@ type eventRow struct {
 type listEvents func(query string, each func(eventRow) (stop bool)) error
 
 // streamEvents is listEvents on c, a row at a time
-// (client.Conn.ExecuteSelectStreaming, one reused packet buffer).
-func streamEvents(c *client.Conn) listEvents {
+// (Conn.ExecuteSelectStreaming, one reused packet buffer).
+func streamEvents(c *Conn) listEvents {
 	return func(query string, each func(eventRow) bool) error {
 		var (
 			res      mysql.Result

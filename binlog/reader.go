@@ -15,7 +15,6 @@ import (
 
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/mapping"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
@@ -148,7 +147,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		// The end of a transaction passed on in fragments (MariaDB has
 		// no transaction_length), on a plain SQL connection of its own,
 		// opened at the first such transaction.
-		var conn *client.Conn
+		var conn *Conn
 		defer func() {
 			if conn != nil {
 				conn.Close()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/mapping"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
 )
@@ -31,7 +30,7 @@ const (
 // and to resolve start positions. It is not the replication connection.
 type Server struct {
 	cfg        Config
-	conn       *client.Conn
+	conn       *Conn
 	flavor     string
 	version    string
 	serverID   uint32

@@ -112,8 +112,8 @@ func (c Config) Secret() (string, error) {
 
 // TLSState reports how a connection made by Dial is protected, for check:
 // "" when plaintext.
-func TLSState(conn *client.Conn, cfg Config) string {
-	if tc, ok := conn.Conn.Conn.(*tls.Conn); ok {
+func TLSState(conn *Conn, cfg Config) string {
+	if tc, ok := conn.Conn.Conn.Conn.(*tls.Conn); ok {
 		return secure.State(tc.ConnectionState(), cfg.tlsOptions().Verify)
 	}
 	return ""
@@ -183,37 +183,49 @@ func greetingOffersTLS(p []byte) (bool, error) {
 // Dial opens an SQL connection to the source (cfg.Addr, database db, ""
 // for none) with cfg's TLS and password, as every SQL connection of every
 // command does. A refused login wraps ErrAuth, a TLS problem ErrTLS, each
-// naming the settings to fix. The handshake is bounded by
-// source.read-timeout (or ctx's earlier deadline): past it, an error naming
+// naming the settings to fix. Every wait for the server is bounded by
+// source.read-timeout (conn.go): the handshake (or ctx's earlier deadline),
+// then each statement's answer, unless the server, asked on a second
+// connection, still runs the statement; past it, a *StallError naming
 // that setting, not a wait for good on a server that holds the packets.
-func Dial(ctx context.Context, cfg Config, db string) (*client.Conn, error) {
+func Dial(ctx context.Context, cfg Config, db string) (*Conn, error) {
 	tc, err := cfg.tlsFor(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTLS, err)
 	}
+	return dial(ctx, cfg, db, tc, true)
+}
+
+// dial is Dial with the TLS configuration chosen (nil: plaintext); with
+// probed, a silent statement is checked on a second connection before it
+// fails (the probe's own connection is not).
+func dial(ctx context.Context, cfg Config, db string, tc *tls.Config, probed bool) (*Conn, error) {
 	pw, err := cfg.Secret()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
-	dial, refused := cfg.dialer(10 * time.Second)
+	dialer, refused := cfg.dialer(10 * time.Second)
 	// The handshake is bounded by source.read-timeout: go-mysql reads the
 	// greeting with no deadline of its own, so a server that holds the
 	// packets (SIGSTOPped, a silent network) would keep the command
-	// waiting for good. The deadline is lifted once connected.
+	// waiting for good.
 	bound := cmp.Or(cfg.ReadTimeout, 30*time.Second)
 	deadline := time.Now().Add(bound)
 	ours := true
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline, ours = d, false // the caller's bound (status --timeout) names itself
 	}
-	bounded := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := dial(ctx, network, addr)
-		if err == nil {
-			_ = nc.SetDeadline(deadline)
+	var w *watchConn
+	watched := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := dialer(ctx, network, addr)
+		if err != nil {
+			return nil, err
 		}
-		return nc, err
+		_ = nc.SetDeadline(deadline)
+		w = &watchConn{Conn: nc, addr: cfg.Addr, bound: bound}
+		return w, nil
 	}
-	conn, err := client.ConnectWithDialer(ctx, "", cfg.Addr, cfg.User, pw, db, bounded, func(c *client.Conn) error {
+	conn, err := client.ConnectWithDialer(ctx, "", cfg.Addr, cfg.User, pw, db, watched, func(c *client.Conn) error {
 		if tc != nil {
 			c.SetTLSConfig(tc)
 		}
@@ -222,17 +234,21 @@ func Dial(ctx context.Context, cfg Config, db string) (*client.Conn, error) {
 	if pk := refused.err.Load(); err != nil && pk != nil {
 		return nil, pk
 	}
-	if err != nil && ours && !time.Now().Before(deadline) {
-		return nil, fmt.Errorf("binlog: connect to %s: no handshake within source.read-timeout (%s): the server holds the packets (stopped, frozen, or a silent network) or is overloaded; check it, or raise source.read-timeout: %w", cfg.Addr, bound, err)
+	if err != nil && ours && w != nil && w.stalled.Load() {
+		return nil, &StallError{Addr: cfg.Addr, Bound: bound, Handshake: true, Err: err}
 	}
 	if err != nil {
 		return nil, cfg.connectError(ctx, tc != nil, err)
 	}
-	if err := conn.SetDeadline(time.Time{}); err != nil {
+	if probed {
+		id := conn.GetConnectionID()
+		w.probe = func() bool { return running(cfg, tc, id) }
+	}
+	if err := w.start(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("binlog: connect to %s: %w", cfg.Addr, err)
 	}
-	return conn, nil
+	return &Conn{Conn: conn, w: w}, nil
 }
 
 // connectError classifies a failed connection to the source.

@@ -12,7 +12,6 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/pipeline"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/segmentio/kafka-go"
 )
@@ -112,7 +111,7 @@ func routedTopics(ctx context.Context, cfg config.Config, tables []routed, r *Re
 		}
 		return out
 	}
-	var conn *client.Conn
+	var conn *binlog.Conn
 	defer func() {
 		if conn != nil {
 			conn.Close()

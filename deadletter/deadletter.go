@@ -16,7 +16,6 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/cdc-outbox/cdc-outbox/verify"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 )
@@ -277,7 +276,7 @@ func tableOf(ts *binlog.TableSet, tables []*binlog.Table, name string, src binlo
 // mappedRow reads the row with id of a mapped table: its mapped columns as
 // the binlog reader renders them (binlog.Table.SelectList), a NULL in a
 // required column setting Err as the reader does.
-func mappedRow(conn *client.Conn, t *binlog.Table, id string) (binlog.Event, bool, error) {
+func mappedRow(conn *binlog.Conn, t *binlog.Table, id string) (binlog.Event, bool, error) {
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", t.SelectList(), t.Quoted(), t.IDColumn())
 	r, err := conn.Execute(q, id)
 	if err != nil {
@@ -298,7 +297,7 @@ func mappedRow(conn *client.Conn, t *binlog.Table, id string) (binlog.Event, boo
 }
 
 // outboxRow reads the outbox row id as the binlog reader decodes it.
-func outboxRow(conn *client.Conn, table string, id uint64) (binlog.Event, bool, error) {
+func outboxRow(conn *binlog.Conn, table string, id uint64) (binlog.Event, bool, error) {
 	q := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s, %s, CAST(%s AS CHAR) FROM %s WHERE %s = %d",
 		binlog.ColID, binlog.ColEventType, binlog.ColConversationID, binlog.ColMessageID, binlog.ColSeqNo,
 		binlog.ColSenderID, binlog.ColReceiverID, binlog.ColPayload, binlog.ColCreatedAt, table, binlog.ColID, id)

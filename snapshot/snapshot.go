@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
@@ -31,7 +30,7 @@ const (
 // position it is consistent with. As a Source (Run, Txns) it sends the rows
 // matching its condition; call Close when done.
 type Snapshot struct {
-	conn   *client.Conn
+	conn   *binlog.Conn
 	table  string
 	where  string
 	pos    binlog.Position

@@ -13,7 +13,6 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
@@ -128,7 +127,7 @@ type plan struct {
 var errNoTopics = errors.New("no topics for the rows in range")
 
 // planTable reads tbl's id range and topics (o.Topics when given).
-func planTable(conn *client.Conn, tbl *binlog.Table, o Options) (plan, error) {
+func planTable(conn *binlog.Conn, tbl *binlog.Table, o Options) (plan, error) {
 	p := plan{tbl: tbl, lay: newLayout(tbl)}
 	lay := p.lay
 	if lay.intID {
@@ -308,7 +307,7 @@ var ErrSharedID = errors.New("verify: tables share a topic and an event id")
 
 // checkDisjoint returns an ErrSharedID error when two of the plans share
 // a topic and an event id (sharedID), naming the fixes.
-func checkDisjoint(conn *client.Conn, plans []plan) error {
+func checkDisjoint(conn *binlog.Conn, plans []plan) error {
 	var done [][]int
 	for _, t := range allTopics(plans) {
 		var group []int
@@ -355,7 +354,7 @@ func allTopics(plans []plan) []string {
 // their names; "" when none does. Integer id ranges that do not overlap
 // need no query; otherwise one query groups the ids of every table
 // (UNION ALL, each within its range).
-func sharedID(conn *client.Conn, ps []plan) (a, b, id string, err error) {
+func sharedID(conn *binlog.Conn, ps []plan) (a, b, id string, err error) {
 	if !rangesOverlap(ps) {
 		return "", "", "", nil
 	}
@@ -402,7 +401,7 @@ func keyCols(m *mapping.Mapping) string {
 }
 
 // checkRows streams the table's rows of the range and returns the report.
-func checkRows(conn *client.Conn, lay layout, audit *Audit, lo, hi uint64) (AuditReport, error) {
+func checkRows(conn *binlog.Conn, lay layout, audit *Audit, lo, hi uint64) (AuditReport, error) {
 	a := audit.Clone()
 	var res mysql.Result
 	q := fmt.Sprintf("SELECT %s FROM %s%s ORDER BY %s", lay.id(), lay.quoted, lay.where(lo, hi), lay.id())
@@ -425,7 +424,7 @@ func checkRows(conn *client.Conn, lay layout, audit *Audit, lo, hi uint64) (Audi
 // outbox.event.{aggregatetype}, ...) the distinct renderings over the
 // rows; for a topic column its distinct values. Invalid names (poison
 // records, dead-lettered) are left out.
-func topicsOf(conn *client.Conn, lay layout, lo, hi uint64) ([]string, error) {
+func topicsOf(conn *binlog.Conn, lay layout, lo, hi uint64) ([]string, error) {
 	all, _, err := binlog.RoutedTopics(conn.Execute, lay.quoted, lay.where(lo, hi), lay.m, 0)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)

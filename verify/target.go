@@ -3,7 +3,6 @@ package verify
 import (
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 	"github.com/cdc-outbox/cdc-outbox/mapping"
-	"github.com/go-mysql-org/go-mysql/client"
 )
 
 // Target is one outbox table as verify reads it, for the continuous audit
@@ -38,7 +37,7 @@ func NewTarget(t *binlog.Table) Target {
 // Topics returns the topics the rows of ids lo … hi went to (the mapping's
 // fixed topic, or a template's or topic column's renderings over those
 // rows), as verify reads them.
-func (tg Target) Topics(conn *client.Conn, lo, hi uint64) ([]string, error) {
+func (tg Target) Topics(conn *binlog.Conn, lo, hi uint64) ([]string, error) {
 	return topicsOf(conn, tg.lay, lo, hi)
 }
 

@@ -36,6 +36,31 @@ type pauseProxy struct {
 	down   bool
 	closed bool
 	conns  []net.Conn
+	// atQuery: pause when a client sends its next COM_QUERY (a packet of
+	// sequence 0 starting with 0x03: a statement, after the handshake;
+	// plaintext MySQL protocol only), before forwarding it.
+	atQuery bool
+}
+
+// pauseAtQuery pauses p when a client next sends a statement: a server
+// frozen after the handshake, with a statement in flight.
+func (p *pauseProxy) pauseAtQuery() {
+	p.mu.Lock()
+	p.atQuery = true
+	p.mu.Unlock()
+}
+
+// query pauses p if it waits for a statement and b, read from a client,
+// starts with one (a COM_QUERY packet).
+func (p *pauseProxy) query(b []byte) {
+	if len(b) < 5 || b[3] != 0 || b[4] != 0x03 {
+		return
+	}
+	p.mu.Lock()
+	if p.atQuery {
+		p.atQuery, p.paused = false, true
+	}
+	p.mu.Unlock()
 }
 
 func newPauseProxy(t *testing.T, target string) *pauseProxy {
@@ -118,18 +143,22 @@ func (p *pauseProxy) accept() {
 				c.Close()
 				return
 			}
-			go p.pipe(c, up)
-			go p.pipe(up, c)
+			go p.pipe(c, up, true)
+			go p.pipe(up, c, false)
 		}()
 	}
 }
 
-func (p *pauseProxy) pipe(src, dst net.Conn) {
+// pipe forwards src to dst; fromClient: src is the client.
+func (p *pauseProxy) pipe(src, dst net.Conn, fromClient bool) {
 	defer src.Close()
 	defer dst.Close()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := src.Read(buf)
+		if fromClient {
+			p.query(buf[:n])
+		}
 		p.wait()
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
