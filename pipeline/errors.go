@@ -62,7 +62,8 @@ func IsFatal(err error) bool {
 }
 
 // ReachHint names the setting behind a failed connection to Kafka or Redis
-// in err, for the restart warning, or returns "" (no dial or DNS failure,
+// in err, or the bound a silent broker exceeded (a *sink.TimeoutError),
+// for the restart warning, or returns "" (no dial or DNS failure,
 // or one to the source, whose errors name source.addr already). The failed
 // address is compared with kafka.brokers and checkpoint.addr; a broker
 // address that is neither (in a Kafka error) is one the cluster advertises
@@ -72,8 +73,14 @@ func ReachHint(err error, cfg config.Config) string {
 	var op *net.OpError
 	var we *sink.WriteError
 	var me *sink.MetadataError
+	var te *sink.TimeoutError
 	target := ""
 	switch {
+	case errors.As(err, &te):
+		// A broker that accepts connections and answers nothing within a
+		// bound of the configuration: the error names it.
+		return fmt.Sprintf("Kafka broker %s accepts connections but does not answer within %s (%s): is it stopped or overloaded, or a firewall dropping packets? Raise %s if it is only slow",
+			te.Addr, te.Within, te.Bound, te.Within)
 	case errors.As(err, &dns):
 		target = dns.Name
 	case errors.As(err, &op) && op.Op == "dial" && op.Addr != nil:

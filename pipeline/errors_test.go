@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/config"
 	"github.com/cdc-outbox/cdc-outbox/sink"
@@ -38,6 +39,8 @@ func TestReachHint(t *testing.T) {
 		{errors.New("sink: write event 1: NOT_ENOUGH_REPLICAS"), ""},
 		{&sink.WriteError{Err: fmt.Errorf("metadata of topic t: %w", context.DeadlineExceeded)}, "no answer from Kafka in time"},
 		{fmt.Errorf("checkpoint: GET: %w", context.DeadlineExceeded), ""},
+		{&sink.WriteError{Err: &sink.TimeoutError{Addr: "127.0.0.1:39092", What: "a Produce request", Within: "kafka.write-timeout", Bound: 10 * time.Second, Err: context.DeadlineExceeded}},
+			"Kafka broker 127.0.0.1:39092 accepts connections but does not answer within kafka.write-timeout (10s)"},
 	} {
 		if got := ReachHint(c.err, cfg); !strings.Contains(got, c.want) || (c.want == "") != (got == "") {
 			t.Errorf("ReachHint(%v) = %q, want %q", c.err, got, c.want)

@@ -180,8 +180,17 @@ func (c *cluster) metaRoundTrip(ctx context.Context, msg protocol.Message) (prot
 		if dl, ok := ctx.Deadline(); ok {
 			try = metaTryTimeout(c.dialTimeout, time.Until(dl))
 		}
+		// Bounded by kafka.dial-timeout, or by what the caller's deadline
+		// leaves (whose end is the caller's error).
+		within := withinDial
+		if try < c.dialTimeout {
+			within = ""
+		}
 		tctx, cancel := context.WithTimeout(ctx, try)
-		res, err := c.meta.roundTrip(tctx, msg, try)
+		res, err := c.meta.roundTrip(tctx, msg, try, within)
+		if err != nil && within != "" && ownDeadlinePassed(ctx, tctx) && !errors.Is(err, ErrBrokerSilent) {
+			err = &TimeoutError{Addr: c.meta.addr, What: "a " + msg.ApiKey().String() + " request", Within: within, Bound: try, Err: err}
+		}
 		cancel()
 		if err == nil {
 			return res, nil
@@ -314,6 +323,11 @@ func (c *cluster) metadata(ctx context.Context, topic string, fresh bool) (*meta
 	return nil, fmt.Errorf("metadata of topic %s: %w", topic, kafka.UnknownTopicOrPartition)
 }
 
+// produceMargin is added to a Produce request's own timeout (the
+// broker's wait for the replicas, kafka.write-timeout) for the answer's
+// deadline.
+const produceMargin = time.Second
+
 // Produce request versions the Producer encodes: v3 (record batches,
 // KIP-98) to v8, kafka-go's highest.
 const (
@@ -343,7 +357,7 @@ func (c *cluster) produce(ctx context.Context, leader int32, req *rawproduce.Req
 		}
 		c.conns[leader] = bc
 	}
-	cl, err := bc.send(req, produceMinVersion, produceMaxVersion, time.Duration(req.Timeout)*time.Millisecond+time.Second)
+	cl, err := bc.send(req, produceMinVersion, produceMaxVersion, time.Duration(req.Timeout)*time.Millisecond+produceMargin, withinWrite)
 	if err != nil {
 		c.stale()
 		return nil, err

@@ -60,11 +60,11 @@ func committedHeads(ctx context.Context, cfg Config, topic string) (map[int]map[
 // record (nil: none), looking back from the last stable offset in windows
 // growing 8 times, 64 offsets first.
 func newestCommitted(ctx context.Context, bc *brokerConn, topic string, partition int32, timeout time.Duration) (map[string]string, error) {
-	first, err := listOffset(ctx, bc, topic, partition, -2, 1, timeout)
+	first, err := listOffset(ctx, bc, topic, partition, -2, 1, timeout, withinWrite)
 	if err != nil {
 		return nil, err
 	}
-	lso, err := listOffset(ctx, bc, topic, partition, -1, 1, timeout)
+	lso, err := listOffset(ctx, bc, topic, partition, -1, 1, timeout, withinWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -82,10 +82,11 @@ func newestCommitted(ctx context.Context, bc *brokerConn, topic string, partitio
 
 // listOffset returns the partition's earliest (at -2) or last offset (at
 // -1: with isolation level 1, read_committed, the last stable offset;
-// with 0 the high watermark; KIP-98).
-func listOffset(ctx context.Context, bc *brokerConn, topic string, partition int32, at int64, isolation int8, timeout time.Duration) (int64, error) {
+// with 0 the high watermark; KIP-98), the answer awaited for timeout, the
+// value of the setting within.
+func listOffset(ctx context.Context, bc *brokerConn, topic string, partition int32, at int64, isolation int8, timeout time.Duration, within string) (int64, error) {
 	res, err := bc.roundTrip(ctx, &listAPI.Request{ReplicaID: -1, IsolationLevel: isolation,
-		Topics: []listAPI.RequestTopic{{Topic: topic, Partitions: []listAPI.RequestPartition{{Partition: partition, CurrentLeaderEpoch: -1, Timestamp: at}}}}}, timeout)
+		Topics: []listAPI.RequestTopic{{Topic: topic, Partitions: []listAPI.RequestPartition{{Partition: partition, CurrentLeaderEpoch: -1, Timestamp: at}}}}}, timeout, within)
 	if err != nil {
 		return 0, err
 	}
@@ -112,7 +113,7 @@ func lastCommitted(ctx context.Context, bc *brokerConn, topic string, partition 
 	for offset := from; offset < lso; {
 		res, err := bc.roundTrip(ctx, &fetchAPI.Request{ReplicaID: -1, MaxWaitTime: 100, MinBytes: 1, MaxBytes: 64 << 20, IsolationLevel: 1,
 			SessionEpoch: -1, Topics: []fetchAPI.RequestTopic{{Topic: topic, Partitions: []fetchAPI.RequestPartition{{Partition: partition,
-				CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: 64 << 20}}}}}, timeout)
+				CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: 64 << 20}}}}}, timeout, withinWrite)
 		if err != nil {
 			return nil, err
 		}

@@ -76,7 +76,7 @@ type Config struct {
 	// DialTimeout bounds connecting to a broker, its API version
 	// handshake and a metadata request: how long a dead or paused broker
 	// can hold the producer before the next broker is tried.
-	DialTimeout time.Duration `yaml:"dial-timeout" env:"DIAL_TIMEOUT" doc:"Bound on connecting to a broker (with its handshake and a metadata request) before the next broker is tried." rule:"> 0"`
+	DialTimeout time.Duration `yaml:"dial-timeout" env:"DIAL_TIMEOUT" doc:"Bound on connecting to a broker (with its handshake and a metadata request) before the next broker is tried, in run and in every command; a broker that accepts connections and answers nothing fails naming this key (a produce or transaction request: kafka.write-timeout)." rule:"> 0"`
 	// MaxAttempts and DeliveryTimeout bound the retries of a batch that
 	// failed with a retriable error: it is sent again until it was tried
 	// MaxAttempts times and DeliveryTimeout passed since its first try
@@ -258,4 +258,14 @@ func (c Config) Redacted() Config {
 	mask(&c.SASL.AWSSecretAccessKey)
 	mask(&c.SASL.AWSSessionToken)
 	return c
+}
+
+// dialTimeout is kafka.dial-timeout, its default for a Config not loaded
+// (zero): the bound of every broker's dial and handshake, and of the
+// metadata requests, in the publisher and the one-shot commands alike.
+func (c Config) dialTimeout() time.Duration {
+	if c.DialTimeout <= 0 {
+		return DefaultConfig().DialTimeout
+	}
+	return c.DialTimeout
 }

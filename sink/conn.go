@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -50,6 +51,8 @@ type call struct {
 	version  int16
 	corr     int32
 	deadline time.Time
+	timeout  time.Duration // the call's own bound
+	within   string        // the setting timeout comes from, for a *TimeoutError
 	res      protocol.Message
 	err      error
 	done     chan struct{}
@@ -79,14 +82,34 @@ const maxQueued = 32
 // timeout before the caller moves on to another broker. With sec, the
 // connection is TLS and/or logs in with SASL (security.go), within the
 // same timeout; failures no retry fixes are *SecurityError.
+//
+// timeout is kafka.dial-timeout: a broker that does not answer within it
+// is a *TimeoutError naming that setting (ctx's earlier end is ctx's
+// error).
 func dialBroker(ctx context.Context, addr string, timeout time.Duration, sec *Security) (*brokerConn, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	bc, err := dialBrokerConn(ctx, addr, sec)
+	bc, err := dialBrokerConn(dctx, addr, sec)
 	if err != nil && sec != nil {
-		return nil, sec.explain(ctx, addr, err)
+		err = sec.explain(dctx, addr, err)
+	}
+	if err != nil && ownDeadlinePassed(ctx, dctx) && !errors.Is(err, ErrSecurity) {
+		err = &TimeoutError{Addr: addr, What: "the connection's handshake (API versions)", Within: withinDial, Bound: timeout, Err: err}
 	}
 	return bc, err
+}
+
+// ownDeadlinePassed reports whether the deadline of own (derived from
+// ctx with a bound of the configuration) has passed and is not ctx's
+// own: the clock decides, as the socket's deadline may fire an instant
+// before own's timer.
+func ownDeadlinePassed(ctx, own context.Context) bool {
+	dl, ok := own.Deadline()
+	if !ok || time.Now().Before(dl) {
+		return false
+	}
+	pdl, ok := ctx.Deadline()
+	return !ok || pdl.After(dl)
 }
 
 func dialBrokerConn(ctx context.Context, addr string, sec *Security) (*brokerConn, error) {
@@ -135,14 +158,15 @@ var errConnClosed = errors.New("sink: connection closed")
 // send writes msg (within the version range [lo, hi] of the Produce
 // request the caller encodes; lo 0 for others) and returns its call,
 // answered within timeout of the moment the broker turns to it
-// (answerDeadline) or failed.
-func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Duration) (*call, error) {
+// (answerDeadline) or failed; within names the setting timeout comes
+// from (a *TimeoutError names it when the answer does not come).
+func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Duration, within string) (*call, error) {
 	v, ok := c.versions[msg.ApiKey()]
 	if !ok || v < lo {
 		return nil, fmt.Errorf("broker %s does not support %s v%d or later", c.addr, msg.ApiKey(), lo)
 	}
 	v = min(v, hi)
-	cl := &call{key: msg.ApiKey(), version: v, done: make(chan struct{})}
+	cl := &call{key: msg.ApiKey(), version: v, timeout: timeout, within: within, done: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken != nil {
@@ -162,7 +186,7 @@ func (c *brokerConn) send(msg protocol.Message, lo, hi int16, timeout time.Durat
 	// Queue first: the answer may be read before WriteRequest returns.
 	c.queue <- cl
 	if err := c.write(v, cl.corr, msg); err != nil {
-		c.breakLocked(&net.OpError{Op: "write", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err})
+		c.breakLocked(c.timedOut(cl, &net.OpError{Op: "write", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err}, errors.Is(err, os.ErrDeadlineExceeded)))
 		return nil, c.broken
 	}
 	return cl, nil
@@ -209,9 +233,9 @@ func (c *brokerConn) write(v int16, corr int32, msg protocol.Message) error {
 	return protocol.WriteRequest(c.nc, v, corr, clientID, msg)
 }
 
-// roundTrip sends msg and waits for its answer.
-func (c *brokerConn) roundTrip(ctx context.Context, msg protocol.Message, timeout time.Duration) (protocol.Message, error) {
-	cl, err := c.send(msg, 0, msg.ApiKey().MaxVersion(), timeout)
+// roundTrip sends msg and waits for its answer (send).
+func (c *brokerConn) roundTrip(ctx context.Context, msg protocol.Message, timeout time.Duration, within string) (protocol.Message, error) {
+	cl, err := c.send(msg, 0, msg.ApiKey().MaxVersion(), timeout, within)
 	if err != nil {
 		return nil, err
 	}
@@ -248,8 +272,11 @@ func (c *brokerConn) read() error {
 			err = fmt.Errorf("correlation id %d, want %d", corr, cl.corr)
 		}
 		if err != nil {
+			// The answer's deadline passed: kafka-go's decoders may keep
+			// only the text of the socket's error, so the clock decides.
+			late := errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(cl.deadline)
 			c.mu.Lock()
-			c.breakLocked(&net.OpError{Op: "read", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err})
+			c.breakLocked(c.timedOut(cl, &net.OpError{Op: "read", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err}, late))
 			cl.err = c.broken
 			close(cl.done)
 			c.mu.Unlock()
@@ -258,6 +285,19 @@ func (c *brokerConn) read() error {
 		cl.res = res
 		close(cl.done)
 	}
+}
+
+// timedOut is err as a *TimeoutError naming cl's setting when late (its
+// deadline passed), else err.
+func (c *brokerConn) timedOut(cl *call, err error, late bool) error {
+	if !late || cl.within == "" {
+		return err
+	}
+	bound := cl.timeout
+	if cl.key == protocol.Produce {
+		bound -= produceMargin // the setting's value, without the margin
+	}
+	return &TimeoutError{Addr: c.addr, What: "a " + cl.key.String() + " request", Within: cl.within, Bound: bound, Err: err}
 }
 
 // breakLocked marks the connection broken with err (the first error

@@ -81,11 +81,11 @@ func fakeConn(t *testing.T) (bc *brokerConn, reqs <-chan fakeRequest, answer fun
 func TestPipelinedDeadlineFollowsTheOneAhead(t *testing.T) {
 	const timeout = time.Second
 	bc, reqs, answer := fakeConn(t)
-	first, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout)
+	first, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout, withinDial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout)
+	second, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout, withinDial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestPipelinedDeadlineFollowsTheOneAhead(t *testing.T) {
 func TestPipelinedDeadlineOwnWhenNothingAhead(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	bc, reqs, answer := fakeConn(t)
-	first, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout)
+	first, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout, withinDial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestPipelinedDeadlineOwnWhenNothingAhead(t *testing.T) {
 	if _, err := first.wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	second, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout)
+	second, err := bc.send(&metadataAPI.Request{}, 0, 1, timeout, withinDial)
 	if err != nil {
 		t.Fatal(err)
 	}

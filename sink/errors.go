@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/binlog"
 )
@@ -142,3 +143,37 @@ func (e *PoisonError) Unwrap() error { return e.Err }
 // that cannot be used: missing and not creatable. Fatal: the error names
 // the fix.
 var ErrMirror = errors.New("sink: checkpoint mirror topic")
+
+// Settings that bound the waits for a broker's answer, as TimeoutError
+// names them.
+const (
+	withinDial  = "kafka.dial-timeout"
+	withinWrite = "kafka.write-timeout"
+)
+
+// ErrBrokerSilent matches every *TimeoutError.
+var ErrBrokerSilent = errors.New("sink: no answer from a broker")
+
+// TimeoutError reports a broker that accepted the connection but answered
+// nothing within a bound of the configuration (a stopped or overloaded
+// broker, a silent network): Within names that setting (kafka.dial-timeout
+// for a connection's handshake and metadata, kafka.write-timeout for a
+// produce or transaction request), Bound its value. It matches
+// ErrBrokerSilent; a retry may succeed (not IsFatal).
+type TimeoutError struct {
+	Addr   string // the broker
+	What   string // what went unanswered: "the connection's handshake", "a Metadata request", ...
+	Within string // the setting
+	Bound  time.Duration
+	Err    error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("sink: no answer from broker %s to %s within %s (%s): the broker accepts connections but holds them (stopped, overloaded, or a silent network); check it, or raise %s if it is only slow: %v",
+		e.Addr, e.What, e.Within, e.Bound, e.Within, e.Err)
+}
+
+// Is makes a *TimeoutError match ErrBrokerSilent.
+func (e *TimeoutError) Is(target error) bool { return target == ErrBrokerSilent }
+
+func (e *TimeoutError) Unwrap() error { return e.Err }

@@ -144,8 +144,8 @@ func (r *PartitionReader) Offsets(ctx context.Context) (first, end int64, err er
 	if r.readCommitted {
 		iso = 1
 	}
-	if first, err = listOffset(ctx, r.bc, r.topic, r.partition, -2, iso, r.timeout); err == nil {
-		end, err = listOffset(ctx, r.bc, r.topic, r.partition, -1, iso, r.timeout)
+	if first, err = listOffset(ctx, r.bc, r.topic, r.partition, -2, iso, r.timeout, withinDial); err == nil {
+		end, err = listOffset(ctx, r.bc, r.topic, r.partition, -1, iso, r.timeout, withinDial)
 	}
 	if err != nil {
 		r.drop()
@@ -154,12 +154,13 @@ func (r *PartitionReader) Offsets(ctx context.Context) (first, end int64, err er
 }
 
 // roundTrip sends msg to the leader (within versions lo..hi) and waits up
-// to timeout for the answer; a failure drops the connection.
+// to timeout (kafka.dial-timeout, with a fetch's max wait) for the
+// answer; a failure drops the connection.
 func (r *PartitionReader) roundTrip(ctx context.Context, msg protocol.Message, lo, hi int16, timeout time.Duration) (protocol.Message, error) {
 	if err := r.connect(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := r.bc.send(msg, lo, hi, timeout)
+	cl, err := r.bc.send(msg, lo, hi, timeout, withinDial)
 	if err == nil {
 		var res protocol.Message
 		if res, err = cl.wait(ctx); err == nil {

@@ -142,7 +142,7 @@ func LatestByKey(ctx context.Context, cfg Config, topic string, key []byte) ([]b
 
 func latestByKey(ctx context.Context, cfg Config, topic string, key []byte) (value []byte, found bool, err error) {
 	sec := NewSecurity(cfg)
-	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl := newCluster(cfg.Brokers, cfg.dialTimeout(), false, nil)
 	cl.sec = sec
 	defer cl.close()
 	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
@@ -162,7 +162,7 @@ func latestByKey(ctx context.Context, cfg Config, topic string, key []byte) (val
 			ok bool
 		}
 		r, err := whileLeader(ctx, cl, topic, p.PartitionIndex, p.LeaderID, func(ctx context.Context) (hit, error) {
-			v, ok, err := latestInPartition(ctx, sec, addr, topic, int(p.PartitionIndex), key)
+			v, ok, err := latestInPartition(ctx, sec, cfg.dialTimeout(), addr, topic, int(p.PartitionIndex), key)
 			return hit{v, ok}, err
 		})
 		v, ok := r.v, r.ok
@@ -177,14 +177,14 @@ func latestByKey(ctx context.Context, cfg Config, topic string, key []byte) (val
 }
 
 // latestInPartition scans one partition; seen reports a record of key
-// (value nil: a tombstone).
-func latestInPartition(ctx context.Context, sec *Security, leader, topic string, partition int, key []byte) (value []byte, seen bool, err error) {
+// (value nil: a tombstone), the dial and handshake bounded by dial.
+func latestInPartition(ctx context.Context, sec *Security, dial time.Duration, leader, topic string, partition int, key []byte) (value []byte, seen bool, err error) {
 	defer func() {
 		if r := recover(); r != nil { // kafka-go's reader on a batch it cannot read
 			value, seen, err = nil, false, fmt.Errorf("%w: reading %s/%d: %v: delete the mirror topic (it is recreated and refilled at the next checkpoint write) or set checkpoint.mirror-topic to a new name", ErrMirror, topic, partition, r)
 		}
 	}()
-	conn, err := dialPartition(ctx, sec, startupDialTimeout, leader, topic, partition)
+	conn, err := dialPartition(ctx, sec, dial, leader, topic, partition)
 	if err != nil {
 		return nil, false, err
 	}

@@ -97,7 +97,7 @@ type headsReader func(ctx context.Context, sec *Security, addr string, partition
 // read retried through leader moves (headsRetrying). what names the
 // record in errors.
 func partitionHeads(ctx context.Context, cfg Config, topic, what string, read headsReader) (map[int]map[string]string, error) {
-	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl := newCluster(cfg.Brokers, cfg.dialTimeout(), false, nil)
 	cl.sec = NewSecurity(cfg)
 	defer cl.close()
 	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
@@ -136,7 +136,6 @@ func headsRetrying(ctx context.Context, cl *cluster, topic string, partition int
 	if err != nil {
 		return nil, fmt.Errorf("sink: %s of %s/%d: %w", what, topic, partition, err)
 	}
-	first := true
 	for {
 		leader := leaderOf(meta, partition)
 		addr, ok := cl.brokers[leader]
@@ -145,14 +144,8 @@ func headsRetrying(ctx context.Context, cl *cluster, topic string, partition int
 			err = fmt.Errorf("sink: %s of %s/%d: %w", what, topic, partition, kafka.LeaderNotAvailable)
 		} else {
 			var h map[string]string
-			// After a failure, a shorter dial: the leader may move any
-			// moment, and a try on the old one holds the next.
-			dial := startupDialTimeout
-			if !first {
-				dial = startupRetryDial
-			}
-			first = false
-			sec := cl.sec // the read must not use cl: whileLeader asks it meanwhile
+			dial := cl.dialTimeout // kafka.dial-timeout
+			sec := cl.sec          // the read must not use cl: whileLeader asks it meanwhile
 			h, err = whileLeader(ctx, cl, topic, partition, leader, func(ctx context.Context) (map[string]string, error) {
 				return read(ctx, sec, addr, partition, dial)
 			})
@@ -223,16 +216,9 @@ func whileLeader[T any](ctx context.Context, cl *cluster, topic string, partitio
 // leaderPoll is how often whileLeader asks whether the leader moved.
 const leaderPoll = 250 * time.Millisecond
 
-// startupRetryDial bounds the dial and handshake of the tries after the first.
-const startupRetryDial = time.Second
-
 // startupReadTimeout bounds reading a partition's newest record (a
 // paused leader accepts the connection and never answers).
 const startupReadTimeout = 5 * time.Second
-
-// startupDialTimeout bounds each broker's dial and handshake in
-// Partitions and NewestHeaders before the next broker is tried.
-const startupDialTimeout = 2 * time.Second
 
 // Partitions returns the partition ids of topic, in order, from a metadata
 // request that never creates the topic (unlike kafka-go's
@@ -243,7 +229,7 @@ const startupDialTimeout = 2 * time.Second
 // connections use cfg's brokers, TLS and SASL settings; a failure no
 // retry fixes wraps a *SecurityError.
 func Partitions(ctx context.Context, cfg Config, topic string) ([]int, error) {
-	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl := newCluster(cfg.Brokers, cfg.dialTimeout(), false, nil)
 	cl.sec = NewSecurity(cfg)
 	defer cl.close()
 	meta, err := clusterPartitions(ctx, cl, cfg.Brokers, topic)
@@ -319,7 +305,7 @@ func newest(ctx context.Context, sec *Security, leader, topic string, partition 
 // unless the topic overrides it), read with DescribeConfigs.
 func TopicMaxMessageBytes(ctx context.Context, cfg Config, topic string) (int64, error) {
 	brokers := cfg.Brokers
-	cl := newCluster(brokers, startupDialTimeout, false, nil)
+	cl := newCluster(brokers, cfg.dialTimeout(), false, nil)
 	cl.sec = NewSecurity(cfg)
 	defer cl.close()
 	res, err := cl.metaRoundTrip(ctx, &describeconfigs.Request{Resources: []describeconfigs.RequestResource{{

@@ -661,7 +661,7 @@ func Probe(ctx context.Context, cfg Config) ([]Connection, error) {
 		// ApiVersions is allowed before a SASL login: a metadata request
 		// tells a SASL_SSL listener that wants one.
 		tctx, cancel := context.WithTimeout(ctx, s.timeout)
-		_, err = bc.roundTrip(tctx, &metadataAPI.Request{TopicNames: []string{"cdc-outbox-probe"}}, s.timeout)
+		_, err = bc.roundTrip(tctx, &metadataAPI.Request{TopicNames: []string{"cdc-outbox-probe"}}, s.timeout, withinDial)
 		cancel()
 		bc.close()
 		if err != nil {

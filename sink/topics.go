@@ -211,10 +211,12 @@ func creation(tc TopicCreation, topic string) createtopics.RequestTopic {
 // CreateTopics request with validate_only set, which creates nothing. nil
 // when it could; otherwise a *TopicCreationError with the broker's reason.
 func CanCreateTopic(ctx context.Context, cfg Config, topic string) error {
-	cl := newCluster(cfg.Brokers, startupDialTimeout, false, nil)
+	cl := newCluster(cfg.Brokers, cfg.dialTimeout(), false, nil)
 	cl.sec = NewSecurity(cfg)
 	defer cl.close()
-	if err := createTopic(ctx, cl, creation(cfg.TopicCreation, topic), true); err != nil {
+	if err := createTopic(ctx, cl, creation(cfg.TopicCreation, topic), true); errors.Is(err, ErrBrokerSilent) {
+		return fmt.Errorf("sink: can topic %s be created: %w", topic, err) // not a refusal: no answer
+	} else if err != nil {
 		return &TopicCreationError{Topic: topic, Err: err}
 	}
 	return nil

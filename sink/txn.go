@@ -481,7 +481,7 @@ func (c *Producer) txnRoundTrip(ctx context.Context, msg protocol.Message) (prot
 		}
 		c.txn.coord = bc
 	}
-	res, err := c.txn.coord.roundTrip(ctx, msg, c.cfg.WriteTimeout)
+	res, err := c.txn.coord.roundTrip(ctx, msg, c.cfg.WriteTimeout, withinWrite)
 	if err != nil {
 		c.txnDrop()
 		return nil, fmt.Errorf("transaction coordinator %s: %w", c.txn.coord0(), err)
