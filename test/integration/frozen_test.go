@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,4 +178,34 @@ func TestStatementBound(t *testing.T) {
 func withAddr(c binlog.Config, addr string) binlog.Config {
 	c.Addr = addr
 	return c
+}
+
+// TestOneShotKafkaFrozen: Kafka frozen (a proxy in front of the broker
+// holding every byte and every new connection, as a SIGSTOPped broker
+// whose kernel still accepts connections). Each one-shot command that
+// talks to Kafka must end on its own, non-zero, naming kafka.dial-timeout
+// and the broker; before the fix their errors said "i/o timeout" and
+// named no setting.
+func TestOneShotKafkaFrozen(t *testing.T) {
+	e := newEnv(t)
+	e.deadLetter(t)
+	before := e.masterStatus()
+	end, _ := e.insertRaw([]string{row("'message.created'", "1", 1, `'{"m":"frozen kafka"}'`)})
+	file := e.oldestBinlog()
+	if out, code := e.cli(nil, "checkpoint", "set", file+":4"); code != 0 {
+		t.Fatalf("checkpoint set: exit %d:\n%s", code, out)
+	}
+	k := newPauseProxy(t, brokers[0])
+	e.kafka = []string{k.addr()}
+	cfg := e.config()
+	k.setPaused(true)
+	for _, args := range [][]string{
+		{"check"},
+		{"verify"},
+		{"replay", "--from", fmt.Sprintf("%s:%d", before.file, before.pos), "--to", fmt.Sprintf("%s:%d", end.file, end.pos)},
+		{"dead-letter", "republish"},
+		{"checkpoint", "show"},
+	} {
+		runFrozen(t, args, cfg, "kafka.dial-timeout")
+	}
 }
