@@ -53,20 +53,21 @@ func docTable(t *testing.T, title string) map[string][]string {
 func TestRetriesTable(t *testing.T) {
 	b := Retries(config.Default())
 	want := map[string]time.Duration{
-		"one Kafka request":                   b.Request,
-		"per batch":                           b.Batch,
-		"per coordinator call (exactly-once)": b.CoordinatorCall,
-		"per transaction redo (exactly-once)": b.Transaction,
-		"leader lookups at start":             b.LeaderWaits,
-		"source silent":                       b.SourceSilence,
-		"one Redis command":                   b.RedisCommand,
-		"periodic checkpoint write":           0, // never stops the pipeline: "—"
-		"final checkpoint write":              b.FinalWrite,
-		"mirror copy":                         b.MirrorCopy,
-		"per pipeline restart":                b.RestartBackoff,
-		"lease renew":                         b.LeaseLoss,
-		"per HA term":                         b.HandOver,
-		"shutdown drain":                      b.Drain,
+		"one Kafka request":                                      b.Request,
+		"per batch":                                              b.Batch,
+		"per coordinator call (exactly-once)":                    b.CoordinatorCall,
+		"per transaction redo (exactly-once)":                    b.Redo,
+		"rounds in flight behind a failed round (at-least-once)": b.Behind,
+		"leader lookups at start":                                b.LeaderWaits,
+		"source silent":                                          b.SourceSilence,
+		"one Redis command":                                      b.RedisCommand,
+		"periodic checkpoint write":                              0, // never stops the pipeline: "—"
+		"final checkpoint write":                                 b.FinalWrite,
+		"mirror copy":                                            b.MirrorCopy,
+		"per pipeline restart":                                   b.RestartBackoff,
+		"lease renew":                                            b.LeaseLoss,
+		"per HA term":                                            b.HandOver,
+		"shutdown drain":                                         b.Drain,
 		"a pipeline restart: Kafka unreachable, at-least-once": b.KafkaToRestart,
 		"a pipeline restart: Kafka unreachable, exactly-once":  b.KafkaToRestartExactlyOnce,
 		"a pipeline restart: the source silent":                b.SourceToRestart,
@@ -102,22 +103,24 @@ func TestRetriesTable(t *testing.T) {
 	}
 }
 
-// The totals add up their loops, and follow the settings.
+// The totals add up their loops (sink.TestRetries checks the Kafka
+// side's), and follow the settings.
 func TestRetries(t *testing.T) {
 	cfg := config.Default()
 	cfg.Kafka.MaxAttempts, cfg.Kafka.DeliveryTimeout = 1, 0
 	cfg.Kafka.DialTimeout, cfg.Kafka.WriteTimeout = time.Second, 2*time.Second
 	b := Retries(cfg)
-	// One try of 3 s, or delivery-timeout 0 + 1 s + a try.
-	if b.Batch != 4*time.Second {
-		t.Errorf("Batch = %s, want 4s", b.Batch)
+	if b.Retries != cfg.Kafka.Retries() {
+		t.Errorf("Kafka's loops %+v, want sink's %+v", b.Retries, cfg.Kafka.Retries())
 	}
-	if b.KafkaToRestart != b.Batch+b.FinalWrite+b.RestartBackoff || b.SourceToRestart != cfg.Source.ReadTimeout+b.FinalWrite+b.RestartBackoff {
+	// One try of 3 s, or delivery-timeout 0 + 1 s + a try; the rounds
+	// behind it as long again.
+	if b.Batch != 4*time.Second || b.KafkaToRestart != 8*time.Second+b.FinalWrite+b.RestartBackoff {
+		t.Errorf("Batch = %s, KafkaToRestart = %s; want 4s, 8s + %s + %s", b.Batch, b.KafkaToRestart, b.FinalWrite, b.RestartBackoff)
+	}
+	if b.KafkaToRestartExactlyOnce != max(b.Batch, b.CoordinatorCall)+b.Redo+b.FinalWrite+b.RestartBackoff ||
+		b.SourceToRestart != cfg.Source.ReadTimeout+b.FinalWrite+b.RestartBackoff {
 		t.Errorf("totals %+v", b)
-	}
-	cfg.Kafka.MaxAttempts = 3 // 3 tries of 3 s and backoffs of 100 and 400 ms
-	if b := Retries(cfg); b.Batch != 9500*time.Millisecond || b.CoordinatorCall != 9500*time.Millisecond+concurrentWaits {
-		t.Errorf("3 attempts: Batch %s, CoordinatorCall %s", b.Batch, b.CoordinatorCall)
 	}
 	cfg.HA.TTL, cfg.HA.Margin = 20*time.Second, 0
 	if b := Retries(cfg); b.RedisToLeaseLoss != 16*time.Second {

@@ -207,10 +207,14 @@ func (w *Writer) land(ctx context.Context) error {
 	}
 	later := w.flights
 	w.flights = nil
+	// Together within one deadline (Retries.Behind): each round's own
+	// retries would otherwise add up, one after the other.
+	dctx, cancel := context.WithTimeout(ctx, w.behindLimit)
 	outcomes := make([]error, len(later))
 	for i, g := range later {
-		outcomes[i] = w.wait(ctx, g)
+		outcomes[i] = w.wait(dctx, g)
 	}
+	cancel()
 	// resend and writeError work on w.msgs and w.owner: lend them.
 	msgs, owner, bytes := w.msgs, w.owner, w.bytes
 	defer func() { w.msgs, w.owner, w.bytes = msgs, owner, bytes }()
@@ -398,7 +402,32 @@ func (w *Writer) release(ctx context.Context) error {
 // txnRedos new transactions; records the broker rejects as too large are
 // resent one at a time, resend). A fence or a fatal cause is a
 // *WriteError at once.
+//
+// All of it, however many rounds the transaction held, runs within one
+// deadline (Retries.Redo: one round's worst case, WriteMessages's
+// txnRedos transactions); past it the Writer fails with a *WriteError,
+// and the pipeline restarts (its start decision settles what was
+// committed). Each round's own retries would otherwise add up, one after
+// the other.
 func (w *Writer) redo(ctx context.Context, f, next *flight, cause error) error {
+	rctx, cancel := context.WithTimeout(ctx, w.redoLimit)
+	defer cancel()
+	err := w.redoWithin(rctx, ctx, f, next, cause)
+	if err == nil || rctx.Err() == nil || ctx.Err() != nil {
+		return err
+	}
+	why := fmt.Sprintf("the redo of the aborted transaction ran out of its deadline (%s, from kafka.delivery-timeout, max-attempts, dial-timeout and write-timeout)", w.redoLimit)
+	var we *WriteError
+	if errors.As(err, &we) {
+		we.Err = fmt.Errorf("%s: %w", why, we.Err)
+		return err
+	}
+	return fmt.Errorf("sink: %s: %w", why, err)
+}
+
+// redoWithin is redo, the Kafka requests under rctx (its deadline), the
+// acknowledgements under ctx.
+func (w *Writer) redoWithin(rctx, ctx context.Context, f, next *flight, cause error) error {
 	rounds := w.uncommitted
 	w.uncommitted = nil
 	failed := f
@@ -408,7 +437,7 @@ func (w *Writer) redo(ctx context.Context, f, next *flight, cause error) error {
 	later := w.flights
 	w.flights = nil
 	for _, g := range later {
-		_ = w.wait(ctx, g) // produced again below, whatever the outcome
+		_ = w.wait(rctx, g) // produced again below, whatever the outcome
 	}
 	rounds = append(rounds, later...)
 	if next != nil {
@@ -430,7 +459,7 @@ func (w *Writer) redo(ctx context.Context, f, next *flight, cause error) error {
 		w.msgs, w.owner = g.msgs, g.owner
 		return w.writeError(err, g.owns)
 	}
-	if err := w.rounds.Abort(ctx); err != nil {
+	if err := w.rounds.Abort(rctx); err != nil {
 		return fail(*failed, err)
 	}
 	if IsFatal(first(cause)) || errors.Is(cause, ErrFenced) {
@@ -441,11 +470,11 @@ func (w *Writer) redo(ctx context.Context, f, next *flight, cause error) error {
 		records += len(g.msgs)
 	}
 	w.log.Warn("transaction aborted; producing its rounds again, each in a new transaction",
-		zap.String("transactional_id", w.cfg.TxnID()), zap.Int("rounds", len(rounds)), zap.Int("records", records), zap.Error(first(cause)))
+		zap.String("transactional_id", w.cfg.TxnID()), zap.Int("rounds", len(rounds)), zap.Int("records", records), zap.Duration("deadline", w.redoLimit), zap.Error(first(cause)))
 	for _, g := range rounds {
 		if len(g.msgs) > 0 {
-			if err := w.kw.WriteMessages(ctx, g.msgs...); err != nil {
-				if err := w.recover(ctx, g, err); err != nil {
+			if err := w.kw.WriteMessages(rctx, g.msgs...); err != nil {
+				if err := w.recover(rctx, g, err); err != nil {
 					return err
 				}
 				continue

@@ -52,6 +52,9 @@ type fakeRounds struct {
 	beginErr  []error // the outcomes of Begin, one per call (nil: begun)
 	commitErr []error // the outcomes of Commit, one per call (nil: committed)
 	commitCtx bool    // Commit gets no answer: it returns when its ctx is done
+	// writeTakes: each WriteMessages takes that long (a transaction of
+	// its own with its retries), or until its ctx is done.
+	writeTakes time.Duration
 
 	waiting         chan int // the number of each round Wait is called for
 	commits, aborts int
@@ -185,6 +188,12 @@ func failedAll(n int, err error) kafka.WriteErrors {
 }
 
 func (f *fakeRounds) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	f.mu.Lock()
+	takes := f.writeTakes
+	f.mu.Unlock()
+	if takes > 0 {
+		wait(ctx, takes)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.inflight) > 0 || f.txnOpen {

@@ -775,10 +775,10 @@ func (c *Producer) exhausted(attempts int, first time.Time) bool {
 	return attempts >= c.cfg.MaxAttempts && time.Since(first) >= c.cfg.DeliveryTimeout
 }
 
-// backoff waits 100 ms × attempt², at most 1 s (or until ctx is done),
+// backoff waits backoffDelay(attempt) (or until ctx is done),
 // logging msg as a warning (rate-limited) with fields when warn is set.
 func (c *Producer) backoff(ctx context.Context, attempt int, warn bool, msg string, fields ...zap.Field) {
-	delay := min(time.Duration(attempt*attempt)*100*time.Millisecond, time.Second)
+	delay := backoffDelay(attempt)
 	if warn {
 		if ok, suppressed := c.warn.Allow(time.Now()); ok {
 			c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),

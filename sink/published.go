@@ -66,18 +66,18 @@ func NewestHeaders(ctx context.Context, cfg Config, topic string) (map[int]map[s
 }
 
 // retryLeader retries f while it fails because a partition's leadership
-// is moving (a topic just created, a broker restarting): up to 10 times,
-// 300 ms apart, each with fresh metadata.
+// is moving (a topic just created, a broker restarting): up to
+// leaderTries times, leaderGap apart, each with fresh metadata.
 func retryLeader[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	for i := 0; ; i++ {
 		v, err := f()
-		if err == nil || i == 9 || !(errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable)) {
+		if err == nil || i == leaderTries-1 || !(errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable)) {
 			return v, err
 		}
 		select {
 		case <-ctx.Done():
 			return v, err
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(leaderGap):
 		}
 	}
 }

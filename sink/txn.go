@@ -410,8 +410,8 @@ func (c *Producer) txnForget() {
 // txnCall runs one coordinator request, retrying it (with a new
 // coordinator lookup where the answer says so) as classifyTxn decides,
 // up to MaxAttempts times with the produce backoff (CONCURRENT_TRANSACTIONS:
-// 2 ms apart, doubling to 10 ms, up to 200 times: the coordinator finishing
-// the previous transaction's markers). A fence is a *FencedError.
+// concurrentDelay apart, up to concurrentTries times: the coordinator
+// finishing the previous transaction's markers). A fence is a *FencedError.
 func (c *Producer) txnCall(ctx context.Context, op string, f func(context.Context) (int16, error)) error {
 	concurrent := 0
 	for attempt := 1; ; attempt++ {
@@ -427,13 +427,13 @@ func (c *Producer) txnCall(ctx context.Context, op string, f func(context.Contex
 		case txnFenced:
 			return &FencedError{TransactionalID: c.txn.id, Op: op, Err: err}
 		case txnAgain:
-			if concurrent++; concurrent < 200 && ctx.Err() == nil {
+			if concurrent++; concurrent < concurrentTries && ctx.Err() == nil {
 				// The previous transaction's markers are being written,
 				// a few milliseconds on a healthy cluster: ask again
 				// soon (2, 4, 8 ms, then every 10 ms; Java's producer
 				// waits 20 ms, which capped the drain at one round per 20 ms).
 				attempt--
-				wait(ctx, min(time.Duration(1<<min(concurrent, 4))*time.Millisecond, 10*time.Millisecond))
+				wait(ctx, concurrentDelay(concurrent))
 				continue
 			}
 		case txnRelookup:

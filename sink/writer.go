@@ -68,6 +68,11 @@ type Writer struct {
 	rounds roundProducer
 	txn    bool
 
+	// The deadlines of the recovery from a failed round (Retries): at
+	// least once, the rounds in flight behind it waited for (behindLimit);
+	// exactly-once, the redo of the aborted transaction (redoLimit).
+	behindLimit, redoLimit time.Duration
+
 	flights []flight    // rounds in flight (pipelined), oldest first
 	spare   []flight    // the slices of landed rounds, for the next rounds (roundSlices)
 	tick    *time.Timer // bounds Run's wait for the oldest round's answer
@@ -233,8 +238,9 @@ func (w *Writer) Partitions() map[string]int {
 }
 
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
+	rt := cfg.Retries()
 	return &Writer{cfg: cfg, router: r, kw: kw, rounds: kw, acks: make(chan Ack, 64), log: log, tick: stoppedTimer(), pace: stoppedTimer(),
-		gap: Split(cfg.LatencyBudget).Gap, warn: logging.NewLimiter(time.Second, 10)}
+		gap: Split(cfg.LatencyBudget).Gap, warn: logging.NewLimiter(time.Second, 10), behindLimit: rt.Behind, redoLimit: rt.Redo}
 }
 
 // DeadLettered returns how many dead-letter records this Writer wrote
