@@ -97,9 +97,17 @@ func (e *env) deadLetter(t *testing.T) {
 	e.kafkaExtra += "  on-poison: dead-letter\n  dead-letter-topic: " + dlq + "\n"
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: dlq, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	defer w.Close()
-	if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("k"), Value: []byte(`{}`),
-		Headers: []kafka.Header{{Key: router.HeaderEventID, Value: []byte("1")}}}); err != nil {
-		t.Fatal(err)
+	// The topic's metadata is visible (createTopic) a moment before its
+	// partition takes records: Unknown Topic Or Partition until then.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte("k"), Value: []byte(`{}`),
+			Headers: []kafka.Header{{Key: router.HeaderEventID, Value: []byte("1")}}})
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, kafka.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 }
 
