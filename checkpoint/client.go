@@ -148,6 +148,14 @@ func (s *Store) explain(ctx context.Context, err error) error {
 	if fix := secure.Explain(err, secure.Section("checkpoint.tls")); fix != "" {
 		return fmt.Errorf("%w: %s: %v; %s", ErrTLS, addr, err, fix)
 	}
+	var ne net.Error
+	if s.cfg.TLS.Enabled && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) &&
+		speaksPlainRedis(context.WithoutCancel(ctx), s.cfg.addrs()[0]) {
+		// The command's deadline ran out in the TLS handshake with a
+		// plaintext port (which waits for a line, answering nothing)
+		// before the dialer could tell why (tlsDialer).
+		return fmt.Errorf("%w: %s: %v; this is a plaintext port: give the server's tls-port in checkpoint.addr, or set checkpoint.tls.enabled: false", ErrTLS, addr, err)
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 		if !s.cfg.TLS.Enabled && speaksTLS(ctx, s.cfg.addrs()[0]) {
 			return fmt.Errorf("%w: %s: %v; this port speaks TLS (tls-port): set checkpoint.tls.enabled: true (with checkpoint.tls.ca-file)", ErrTLS, addr, err)

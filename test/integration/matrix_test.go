@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/cdc-outbox/cdc-outbox/checkpoint"
+	"github.com/cdc-outbox/cdc-outbox/internal/workload"
+	"github.com/cdc-outbox/cdc-outbox/sink"
+	"github.com/cdc-outbox/cdc-outbox/verify"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -129,46 +132,68 @@ func TestOperatorFaultMatrix(t *testing.T) {
 		status  int    // /status code (503: a service the status reads is down)
 		cli     int    // cdc-outbox status's exit code; -1: not checked
 		cliSays string // in its output
+		// exit: the process stops at start (exit 1) with this in its
+		// log; the recording goes on after it (up 0: not scraped)
+		exit string
 	}
 	one := func(state string) map[string]string { return map[string]string{"default": state} }
 	cases := []struct {
-		name    string
-		setup   func(t *testing.T, e *env) (fault func())
+		name string
+		// setup configures e and returns the fault (nil: from the start)
+		// and what ends it (nil: it lasts).
+		setup   func(t *testing.T, e *env) (fault, heal func())
 		want    view
 		samples int // seconds recorded (15 when 0)
+		// load: the publisher keeps publishing through the fault or
+		// resumes once it is healed; a workload runs from before the
+		// fault until after it, and every event must be published,
+		// none lost or reordered, duplicates only of transactions after
+		// the checkpoint stored when the fault began (at-least-once).
+		load bool
 	}{
-		{"healthy", func(t *testing.T, e *env) func() { return func() {} },
+		{"healthy", func(t *testing.T, e *env) (func(), func()) { return func() {}, nil },
 			view{200, "streaming", "", nil, []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected", "CdcOutboxAbsent", "CdcOutboxStalled"},
-				one("streaming"), 200, 0, ""}, 0},
-		{"database down", func(t *testing.T, e *env) func() {
+				one("streaming"), 200, 0, "", ""}, 0, true},
+		{"database down", func(t *testing.T, e *env) (func(), func()) {
 			db := newPauseProxy(t, mysqlAddr)
 			e.sourceAddr = db.addr()
-			return func() { db.setDown(true) }
+			return func() { db.setDown(true) }, func() { db.setDown(false) }
 		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceDisconnected"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
-			one("degraded"), 503, 2, ""}, 0},
-		{"database frozen", func(t *testing.T, e *env) func() {
+			one("degraded"), 503, 2, "", ""}, 0, true},
+		{"database frozen", func(t *testing.T, e *env) (func(), func()) {
 			// Its packets held, not refused (a SIGSTOPped mysqld, a
 			// silent network): no heartbeat, then the read timeout (5 s)
 			// restarts the pipeline, whose connection waits too.
 			db := newPauseProxy(t, mysqlAddr)
 			e.sourceAddr = db.addr()
-			return func() { db.setPaused(true) }
+			return func() { db.setPaused(true) }, func() { db.setPaused(false) }
 		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
-			one("degraded"), 503, 2, "not read within --timeout"}, 20}, // status hung for good before --timeout
-		{"Kafka unreachable", func(t *testing.T, e *env) func() {
+			one("degraded"), 503, 2, "not read within --timeout", ""}, 20, true}, // status hung for good before --timeout
+		{"Kafka unreachable", func(t *testing.T, e *env) (func(), func()) {
 			e.kafka = []string{freeAddr(t)}
-			return nil // from the start
+			return nil, nil // from the start
 			// The first start waits up to 20 s for the brokers (the mirror
-			// topic), then the pipeline restarts: degraded.
+			// topic), then the pipeline restarts: degraded. No load: no
+			// checkpoint was ever stored, so a restart with the right
+			// brokers begins at start: latest, as configured.
 		}, view{503, "degraded", "restarting", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
-			one("degraded"), 200, 1, "no checkpoint"}, 40},
-		{"Redis down", func(t *testing.T, e *env) func() {
+			one("degraded"), 200, 1, "no checkpoint", ""}, 40, false},
+		{"Redis down", func(t *testing.T, e *env) (func(), func()) {
 			rp := newPauseProxy(t, redisAddr)
 			e.redisYAML = "addr: " + rp.addr()
-			return func() { rp.setDown(true) }
+			return func() { rp.setDown(true) }, func() { rp.setDown(false) }
 		}, view{503, "degraded", "cannot reach Redis", []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
-			one("degraded"), 503, 2, ""}, 0},
-		{"lease lost", func(t *testing.T, e *env) func() {
+			one("degraded"), 503, 2, "", ""}, 0, true},
+		{"Redis TLS mismatch", func(t *testing.T, e *env) (func(), func()) {
+			// checkpoint.tls enabled against the stack's plaintext Redis
+			// (the reverse of TestSecureRunRedisMismatch's plaintext
+			// client on the TLS port, which needs the secured stack):
+			// run stops at start, exit 1 naming the setting to fix.
+			e.redisYAML = "addr: " + redisAddr + "\n  tls: {enabled: true}"
+			return nil, nil
+		}, view{exit: "checkpoint.tls.enabled: false", fire: []string{"CdcOutboxDown", "CdcOutboxAbsent"},
+			quiet: []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed"}, cli: 2, cliSays: "checkpoint.tls.enabled: false"}, 0, false},
+		{"lease lost", func(t *testing.T, e *env) (func(), func()) {
 			// The owner's Redis traffic held for 5 s, longer than its
 			// lease (3 s): it loses the lease and stops; once Redis
 			// answers it takes the lease again (no other instance runs).
@@ -181,10 +206,12 @@ func TestOperatorFaultMatrix(t *testing.T) {
 				rp.setPaused(true)
 				resume := time.AfterFunc(5*time.Second, func() { rp.setPaused(false) })
 				t.Cleanup(func() { resume.Stop(); rp.setPaused(false) })
-			}
+			}, nil
 		}, view{200, "streaming", "", []string{"CdcOutboxLeaseLost"}, []string{"CdcOutboxSourceFailed", "CdcOutboxAbsent"},
-			one("streaming"), 200, 0, ""}, 14},
-		{"every instance a standby", func(t *testing.T, e *env) func() {
+			one("streaming"), 200, 0, "", ""}, 14, true},
+		{"every instance a standby", func(t *testing.T, e *env) (func(), func()) {
+			// No load: the instance never published (stopped before it
+			// took the lease), so nothing it could resume.
 			return func() {
 				// The lease held by an instance that does not run (a
 				// zombie's key that outlived it), renewed by the test.
@@ -199,19 +226,21 @@ func TestOperatorFaultMatrix(t *testing.T) {
 						t.Fatal("the lease was never free")
 					}
 				}
-			}
+			}, nil
 		}, view{200, "standby", "ghost-instance", []string{"CdcOutboxNoPublisher"}, []string{"CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxAbsent"},
-			one("standby"), 200, -1, "held by ghost-instance 999999"}, 0},
-		{"one of two sources stopped", nil,
+			one("standby"), 200, -1, "held by ghost-instance 999999", ""}, 0, false},
+		{"one of two sources stopped", nil, // the load on s0, which goes on
 			view{503, "failed", "source s1", []string{"CdcOutboxSourceFailed", "CdcOutboxNoPublisher"}, []string{"CdcOutboxAbsent"},
-				map[string]string{"s0": "streaming", "s1": "failed"}, 200, 0, "free: no instance publishes the source now"}, 0}, // s1 stored its first checkpoint before the table check failed
+				map[string]string{"s0": "streaming", "s1": "failed"}, 200, 0, "free: no instance publishes the source now", ""}, 0, true}, // s1 stored its first checkpoint before the table check failed
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			began := time.Now()
+			defer func() { t.Logf("%s: %s", c.name, time.Since(began).Round(100*time.Millisecond)) }()
 			e := newEnv(t)
-			var fault func()
+			var fault, heal func()
 			if c.setup != nil {
-				fault = c.setup(t, e)
+				fault, heal = c.setup(t, e)
 			} else {
 				// s1's table does not exist: a fatal error for s1 alone.
 				e1 := newEnvNamed(t, t.Name()+"_1")
@@ -219,9 +248,28 @@ func TestOperatorFaultMatrix(t *testing.T) {
 				e.configText = sourcesConfig([]*env{e, e1}, "  start: latest\n", "")
 			}
 			p := e.launch()
+			if c.want.exit != "" {
+				matrixExit(t, e, p, c.want.exit, cmp.Or(c.samples, 15), c.want.cli, c.want.cliSays, c.want.fire, c.want.quiet)
+				return
+			}
 			addr := metricsAddrOf(t, p)
-			if fault != nil && c.name != "every instance a standby" {
-				waitReady(t, p, "streaming", time.Minute)
+			src := "default"
+			if c.setup == nil {
+				src = "s0"
+			}
+			if fault != nil && c.name != "every instance a standby" || c.load {
+				waitSourceState(t, addr, src, "streaming", time.Minute)
+			}
+			var pr *producer
+			var cp *checkpoint.Checkpoint // stored when the fault began
+			if c.load {
+				// 2,500 rows at 125/s: from before the fault until after
+				// the recording (15–20 s) and the heal.
+				pr = e.produceBackground(workload.Generate(900, 0, 50, 2500, 1, 10, 100), 125)
+				e.waitPublished(pr.plan, 100, time.Minute)
+				for deadline := time.Now().Add(10 * time.Second); cp == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+					cp = e.checkpoint()
+				}
 			}
 			if fault != nil {
 				if c.name == "every instance a standby" {
@@ -282,7 +330,109 @@ func TestOperatorFaultMatrix(t *testing.T) {
 					t.Errorf("%s fires on the recorded series (firing: %v)", a, firing)
 				}
 			}
+			if heal != nil {
+				heal()
+			}
+			if c.load {
+				// Besides what the operator sees: 0 lost.
+				healed := time.Now()
+				pr.wait(t)
+				rep := e.consume(verify.NewChecker(pr.plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
+				requireOK(t, rep)
+				e.requireDuplicatesAfter(cp)
+				t.Logf("%s: %d events, all published %s after the fault ended or the recording (%d duplicates)", c.name, pr.plan.Total, time.Since(healed).Round(100*time.Millisecond), rep.Duplicates)
+			}
 		})
+	}
+}
+
+// waitSourceState waits until cdc_outbox_source_state{source,state} is 1.
+func waitSourceState(t *testing.T, addr, source, state string, timeout time.Duration) {
+	t.Helper()
+	series := fmt.Sprintf("cdc_outbox_source_state{source=%q,state=%q}", source, state)
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if metric(addr, series) == "1" {
+			return
+		}
+	}
+	t.Fatalf("%s not 1 within %s", series, timeout)
+}
+
+// matrixExit is the matrix for a fault that stops the process at start
+// (exit 1 with want in the log): what /readyz and /healthz answered while
+// it ran, cdc-outbox status on the same configuration, and the alerts on
+// the series recorded while it ran and after (up 0: nothing answers).
+func matrixExit(t *testing.T, e *env, p *publisher, want string, samples, cli int, cliSays string, fire, quiet []string) {
+	t.Helper()
+	began := time.Now()
+	var rec recorder
+	var addr string
+	var answers []string // /readyz and /healthz while it ran
+	next := time.Now()
+	for exited := false; !exited; {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			exited = true
+			continue
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Since(began) > 20*time.Second {
+			t.Fatalf("run did not exit within 20 s (want exit 1 naming %q); /readyz and /healthz answered %v", want, answers)
+		}
+		if addr == "" {
+			addr = servedAddr(p.log)
+		}
+		if addr == "" {
+			continue
+		}
+		for _, path := range []string{"/readyz", "/healthz"} {
+			if code, body := httpGet(addr, path); code != 0 {
+				a := fmt.Sprintf("%s %d", path, code)
+				if m := regexp.MustCompile(`"state": "(\w+)"`).FindStringSubmatch(body); m != nil {
+					a += " " + m[1]
+				}
+				if !slices.Contains(answers, a) {
+					answers = append(answers, a)
+				}
+			}
+		}
+		if time.Now().After(next) {
+			rec.scrape(addr, "a:9108")
+			next = next.Add(time.Second)
+		}
+	}
+	took := time.Since(began).Round(time.Millisecond)
+	b, _ := os.ReadFile(p.log)
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(b), want) {
+		t.Fatalf("run: exit %d after %s, want 1 naming %q:\n%s", code, took, want, tail(string(b), 10))
+	}
+	t.Logf("run exited 1 after %s; answers while it ran: %q", took, answers)
+	for _, a := range answers {
+		// It never took the lease: no readiness to count it in a rollout.
+		if strings.HasPrefix(a, "/readyz 200") {
+			t.Errorf("%s before the exit, want 503 (not ready)", a)
+		}
+	}
+	// The recording goes on after the exit: each sample finds nothing
+	// to scrape (up 0), as Prometheus would.
+	for rec.n < samples {
+		rec.scrape(cmp.Or(addr, freeAddr(t)), "a:9108")
+	}
+	if out, code := e.cli(nil, "status", "--timeout", "10s"); (cli >= 0 && code != cli) || !strings.Contains(out, cliSays) {
+		t.Errorf("cdc-outbox status exit %d, want %d with %q", code, cli, cliSays)
+	}
+	firing := rec.firing(t)
+	t.Logf("alerts firing: %v", firing)
+	for _, a := range fire {
+		if !slices.Contains(firing, a) {
+			t.Errorf("%s does not fire on the recorded series (firing: %v)", a, firing)
+		}
+	}
+	for _, a := range quiet {
+		if slices.Contains(firing, a) {
+			t.Errorf("%s fires on the recorded series (firing: %v)", a, firing)
+		}
 	}
 }
 

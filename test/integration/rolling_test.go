@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -19,25 +18,30 @@ import (
 func metricsAddrOf(t *testing.T, p *publisher) string {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		f, err := os.Open(p.log)
-		if err != nil {
-			continue
+		if addr := servedAddr(p.log); addr != "" {
+			return addr
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var l struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "serving metrics and health" {
-				f.Close()
-				return l.Addr
-			}
-		}
-		f.Close()
 	}
 	t.Fatalf("no metrics address in %s", p.log)
+	return ""
+}
+
+// servedAddr is the address of "serving metrics and health" in the log,
+// "" while it has none.
+func servedAddr(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var l struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "serving metrics and health" {
+			return l.Addr
+		}
+	}
 	return ""
 }
 
