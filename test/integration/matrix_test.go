@@ -193,6 +193,17 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			return nil, nil
 		}, view{exit: "checkpoint.tls.enabled: false", fire: []string{"CdcOutboxDown", "CdcOutboxAbsent"},
 			quiet: []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed"}, cli: 2, cliSays: "checkpoint.tls.enabled: false"}, 0, false},
+		{"missing topic", func(t *testing.T, e *env) (func(), func()) {
+			// router.topic does not exist and nothing may create it
+			// (kafka.missing-topic: poison, the default; the broker's
+			// auto.create.topics.enable off): run stops at start, exit 1
+			// naming the topic and the fix, not a restart loop. The
+			// workload runs through the stop; the heal creates the topic
+			// and an operator's restart publishes every event.
+			e.topic += "_absent"
+			return nil, func() { createTopic(t, e.topic, partitions) }
+		}, view{exit: "does not exist: router.topic it.", fire: []string{"CdcOutboxDown", "CdcOutboxAbsent"},
+			quiet: []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected"}, cli: 1, cliSays: "no checkpoint"}, 0, true}, // status names neither the topic nor a setting
 		{"lease lost", func(t *testing.T, e *env) (func(), func()) {
 			// The owner's Redis traffic held for 5 s, longer than its
 			// lease (3 s): it loses the lease and stops; once Redis
@@ -247,9 +258,40 @@ func TestOperatorFaultMatrix(t *testing.T) {
 				e1.outbox += "_missing"
 				e.configText = sourcesConfig([]*env{e, e1}, "  start: latest\n", "")
 			}
+			var pr *producer
+			var file string // where the binlog ended before the workload
+			var pos uint32
+			if c.want.exit != "" && c.load {
+				file, pos = e.masterPos()
+				// 1,250 rows at 125/s, from before the start until after
+				// the exit and the heal.
+				pr = e.produceBackground(workload.Generate(901, 0, 50, 1250, 1, 10, 100), 125)
+			}
 			p := e.launch()
 			if c.want.exit != "" {
 				matrixExit(t, e, p, c.want.exit, cmp.Or(c.samples, 15), c.want.cli, c.want.cliSays, c.want.fire, c.want.quiet)
+				if heal == nil {
+					return
+				}
+				heal()
+				healed := time.Now()
+				// The operator's restart: the failed start stored no
+				// checkpoint, so the next run starts from source.start
+				// (latest), as cdc-outbox status says, and would skip what
+				// was committed meanwhile: --start where the binlog ended
+				// before the workload.
+				p = e.launch("--start", fmt.Sprintf("%s:%d", file, pos))
+				addr := metricsAddrOf(t, p)
+				waitSourceState(t, addr, "default", "streaming", time.Minute)
+				if code, body := httpGet(addr, "/readyz"); code != 200 || !strings.Contains(body, `"state": "streaming"`) {
+					t.Errorf("/readyz after the heal = %d %s, want 200 streaming", code, body)
+				}
+				if pr != nil {
+					pr.wait(t)
+					rep := e.consume(verify.NewChecker(pr.plan.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2*time.Minute)
+					requireOK(t, rep)
+					t.Logf("%s: %d events, all published %s after the heal (%d duplicates)", c.name, pr.plan.Total, time.Since(healed).Round(100*time.Millisecond), rep.Duplicates)
+				}
 				return
 			}
 			addr := metricsAddrOf(t, p)
@@ -260,7 +302,6 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			if fault != nil && c.name != "every instance a standby" || c.load {
 				waitSourceState(t, addr, src, "streaming", time.Minute)
 			}
-			var pr *producer
 			var cp *checkpoint.Checkpoint // stored when the fault began
 			if c.load {
 				// 2,500 rows at 125/s: from before the fault until after
@@ -421,6 +462,8 @@ func matrixExit(t *testing.T, e *env, p *publisher, want string, samples, cli in
 	}
 	if out, code := e.cli(nil, "status", "--timeout", "10s"); (cli >= 0 && code != cli) || !strings.Contains(out, cliSays) {
 		t.Errorf("cdc-outbox status exit %d, want %d with %q", code, cli, cliSays)
+	} else {
+		t.Logf("cdc-outbox status exit %d:\n%s", code, tail(out, 3))
 	}
 	firing := rec.firing(t)
 	t.Logf("alerts firing: %v", firing)
