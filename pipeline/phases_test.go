@@ -218,6 +218,8 @@ func TestStartPhasesTable(t *testing.T) {
 		{name: "partition count changed, --accept-partition-change: stored, then resume", stored: cpAt(500, map[string]int{"t": 2}), accept: true,
 			writes: []string{"partition change"}, from: 500},
 		{name: "topic missing: refused", topics: fakeTopics{counts: map[string]int{}}, wantErr: ErrTopicMissing},
+		{name: "topic missing, kafka.missing-topic create: the first record creates it", topics: fakeTopics{counts: map[string]int{}},
+			cfg: func(c *config.Config) { c.Kafka.MissingTopic = "create" }, writes: []string{"first start"}, from: 1000},
 		{name: "no checkpoint, the topic holds records: refused with the position", topics: fakeTopics{counts: counts, heads: map[int]map[string]string{0: {"binlog_txn_end": "b.000001:300"}}},
 			wantErr: binlog.ErrStart, errHas: "--start b.000001:300"},
 		{name: "no checkpoint, records, recover: start there", cfg: func(c *config.Config) { c.Checkpoint.Recover = true },

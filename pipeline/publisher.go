@@ -706,10 +706,13 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 	if err != nil {
 		return nil, err
 	}
-	if t := p.cfg.Router.Topic; p.parts == nil && !strings.Contains(t, "{") && !p.cfg.Kafka.AllowAutoTopicCreation && legacy(p.cfg) {
+	if t := p.cfg.Router.Topic; p.parts == nil && !strings.Contains(t, "{") && !p.cfg.Kafka.AllowAutoTopicCreation && p.cfg.Kafka.MissingTopic != sink.MissingTopicCreate && legacy(p.cfg) {
+		// Under kafka.missing-topic: create the Writer creates it at the
+		// first record, as it does a routed topic.
 		if _, ok := now[t]; !ok {
-			return nil, fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), or set kafka.allow-auto-topic-creation: true",
-				ErrTopicMissing, t, strings.Join(p.cfg.Kafka.Brokers, ","), t)
+			return nil, fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), "+
+				"or set kafka.missing-topic: %s to have run create it (kafka.topic-creation)",
+				ErrTopicMissing, t, strings.Join(p.cfg.Kafka.Brokers, ","), t, sink.MissingTopicCreate)
 		}
 	}
 	changes := PartitionChanges(ref, now)

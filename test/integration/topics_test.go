@@ -275,3 +275,38 @@ func TestCreateMissingTopic(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30 item 9: under kafka.missing-topic: create a missing router.topic
+// no longer stops run at start ("or set kafka.allow-auto-topic-creation");
+// the first record creates it with kafka.topic-creation's partitions, as
+// for a routed topic, and a restart resumes on it.
+func TestCreateMissingRouterTopic(t *testing.T) {
+	e := newTables(t) // router.topic not created
+	t.Setenv("CDC_OUTBOX_KAFKA_MISSING_TOPIC", "create")
+	t.Setenv("CDC_OUTBOX_KAFKA_TOPIC_CREATION_PARTITIONS", "2")
+	p := e.start()
+	e.insertRaw([]string{row("'x'", "1", 1, `'{}'`)})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		ids, err := sink.Partitions(context.Background(), sink.Config{Brokers: brokers}, e.topic)
+		if err == nil && len(ids) != 2 {
+			t.Fatalf("created topic %s: partitions %v, want 2", e.topic, ids)
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s not created: %v", e.topic, err)
+		}
+	}
+	if recs := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 1, time.Minute); len(recs) != 1 {
+		t.Fatalf("%d records in the created topic %s, want 1", len(recs), e.topic)
+	}
+	if code := p.stop(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	e.insertRaw([]string{row("'x'", "1", 2, `'{}'`)})
+	p = e.start()
+	if recs := pollUntil(t, verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), 2, time.Minute); len(recs) != 2 {
+		t.Fatalf("%d records after the restart, want 2", len(recs))
+	}
+}
