@@ -58,6 +58,11 @@ type startState struct {
 	// the acknowledged position of a previous attempt.
 	of      *checkpoint.Source
 	restart bool
+	// missing: router.topic does not exist at the first start without a
+	// checkpoint (checkPartitions); refused by the topics phase once
+	// resolve stored the start position, so that the restart after the
+	// topic is created resumes there instead of at source.start.
+	missing error
 }
 
 // step is a phase's result: the checkpoint writes it wants, what to do
@@ -82,6 +87,7 @@ func (p *Publisher) startPhases() []phase {
 		{"load", p.load},
 		{"partitions", p.partitionPhase},
 		{"resolve", p.resolve},
+		{"topics", topicsPhase},
 		{"history", p.historyPhase},
 		{"catch-up", p.catchUp},
 		{"purged", p.purgedPhase},
@@ -137,4 +143,13 @@ func applyIntents(ctx context.Context, w *checkpoint.Writer, log *zap.Logger, in
 // write is one intent to store at as the checkpoint.
 func write(why string, at binlog.Position) checkpoint.Intent {
 	return checkpoint.Intent{Why: why, At: at}
+}
+
+// topicsPhase refuses a start whose router.topic is missing (st.missing),
+// after resolve stored the first checkpoint: the rows committed until
+// the topic is created are published by the next start, which resumes at
+// that checkpoint (a start that stored none would begin at source.start,
+// latest by default, and skip them without a word).
+func topicsPhase(_ context.Context, st *startState) (step, error) {
+	return step{}, st.missing
 }

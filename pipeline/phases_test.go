@@ -217,7 +217,8 @@ func TestStartPhasesTable(t *testing.T) {
 		{name: "partition count changed: refused", stored: cpAt(500, map[string]int{"t": 2}), wantErr: ErrPartitionsChanged},
 		{name: "partition count changed, --accept-partition-change: stored, then resume", stored: cpAt(500, map[string]int{"t": 2}), accept: true,
 			writes: []string{"partition change"}, from: 500},
-		{name: "topic missing: refused", topics: fakeTopics{counts: map[string]int{}}, wantErr: ErrTopicMissing},
+		{name: "topic missing: the start stored, then refused", topics: fakeTopics{counts: map[string]int{}}, writes: []string{"first start"}, wantErr: ErrTopicMissing},
+		{name: "topic missing with a checkpoint: refused, nothing written", stored: cpAt(500, map[string]int{}), topics: fakeTopics{counts: map[string]int{}}, wantErr: ErrTopicMissing},
 		{name: "topic missing, kafka.missing-topic create: the first record creates it", topics: fakeTopics{counts: map[string]int{}},
 			cfg: func(c *config.Config) { c.Kafka.MissingTopic = "create" }, writes: []string{"first start"}, from: 1000},
 		{name: "no checkpoint, the topic holds records: refused with the position", topics: fakeTopics{counts: counts, heads: map[int]map[string]string{0: {"binlog_txn_end": "b.000001:300"}}},
@@ -289,6 +290,9 @@ func TestStartPhasesTable(t *testing.T) {
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) || !strings.Contains(fmt.Sprint(err), c.errHas) {
 					t.Fatalf("error %v, want %v naming %q", err, c.wantErr, c.errHas)
+				}
+				if !slices.Equal(whys, c.writes) || len(st.writes) != len(c.writes) {
+					t.Fatalf("writes %v (%d stored) before the refusal, want %v", whys, len(st.writes), c.writes)
 				}
 				return
 			}

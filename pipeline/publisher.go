@@ -364,10 +364,11 @@ func (p *Publisher) load(ctx context.Context, st *startState) (step, error) {
 // this start's checkpoint writer, which applies an accepted change.
 func (p *Publisher) partitionPhase(ctx context.Context, st *startState) (step, error) {
 	cp := cmp.Or(st.cp, st.mcp)
-	in, err := p.checkPartitions(ctx, cp)
+	in, missing, err := p.checkPartitions(ctx, cp)
 	if err != nil {
 		return step{}, err
 	}
+	st.missing = missing
 	st.cpw = p.writer(st.ident, p.parts, p.known || st.cp != nil)
 	if in == nil {
 		return step{}, nil
@@ -682,7 +683,10 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 // (ErrPartitionsChanged), except at the first start with
 // --accept-partition-change, which wants the new counts stored at once
 // (the intent returned, with the checkpoint's own position and server).
-func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoint) (*checkpoint.Intent, error) {
+// A missing router.topic (ErrTopicMissing) refuses at once when cp
+// exists; without one it is returned as missing, for topicsPhase to
+// refuse once the first checkpoint is stored.
+func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoint) (_ *checkpoint.Intent, missing, _ error) {
 	var ref map[string]int
 	var topics []string
 	if p.parts != nil {
@@ -694,7 +698,7 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 		}
 		var err error
 		if topics, err = RoutedTopics(ctx, p.cfg); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for t := range ref {
 			if !slices.Contains(topics, t) {
@@ -704,25 +708,28 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 	}
 	now, err := p.topics.PartitionCounts(ctx, topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if t := p.cfg.Router.Topic; p.parts == nil && !strings.Contains(t, "{") && !p.cfg.Kafka.AllowAutoTopicCreation && p.cfg.Kafka.MissingTopic != sink.MissingTopicCreate && legacy(p.cfg) {
 		// Under kafka.missing-topic: create the Writer creates it at the
 		// first record, as it does a routed topic.
 		if _, ok := now[t]; !ok {
-			return nil, fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), "+
+			missing = fmt.Errorf("%w: router.topic %s on %s: create it with the partition count you want (kafka-topics.sh --create --topic %s --partitions N), "+
 				"or set kafka.missing-topic: %s to have run create it (kafka.topic-creation)",
 				ErrTopicMissing, t, strings.Join(p.cfg.Kafka.Brokers, ","), t, sink.MissingTopicCreate)
+			if cp != nil {
+				return nil, nil, missing
+			}
 		}
 	}
 	changes := PartitionChanges(ref, now)
 	first := p.parts == nil
 	if len(changes) > 0 && (!first || !p.opts.AcceptPartitionChange) {
-		return nil, PartitionChangeError(p.store.Key(), changes)
+		return nil, nil, PartitionChangeError(p.store.Key(), changes)
 	}
 	p.parts = now
 	if len(changes) == 0 {
-		return nil, nil
+		return nil, missing, nil
 	}
 	for _, c := range changes {
 		p.log.Warn("partition count change accepted (--accept-partition-change): per-conversation order is not kept across it",
@@ -730,7 +737,7 @@ func (p *Publisher) checkPartitions(ctx context.Context, cp *checkpoint.Checkpoi
 	}
 	// Stored at once, with the checkpoint's own position and server.
 	return &checkpoint.Intent{Why: "partition change", At: cp.Position(), Partitions: now,
-		Source: &checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor}}, nil
+		Source: &checkpoint.Source{ServerID: cp.ServerID, ServerUUID: cp.ServerUUID, Flavor: cp.Flavor}}, missing, nil
 }
 
 // writer returns a checkpoint Writer for the server src carrying the

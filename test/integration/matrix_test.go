@@ -198,12 +198,13 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			// (kafka.missing-topic: poison, the default; the broker's
 			// auto.create.topics.enable off): run stops at start, exit 1
 			// naming the topic and the fix, not a restart loop. The
-			// workload runs through the stop; the heal creates the topic
-			// and an operator's restart publishes every event.
+			// workload runs from the stop; the heal creates the topic and
+			// an operator's plain restart publishes every event (the
+			// failed start stored its start position before refusing).
 			e.topic += "_absent"
 			return nil, func() { createTopic(t, e.topic, partitions) }
 		}, view{exit: "--partitions N), or set kafka.missing-topic: create", fire: []string{"CdcOutboxDown", "CdcOutboxAbsent"},
-			quiet: []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected"}, cli: 1, cliSays: "no checkpoint"}, 0, true}, // status names neither the topic nor a setting
+			quiet: []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected"}, cli: 0, cliSays: "free: no instance publishes the source now"}, 0, true}, // the start stored before the refusal; status names neither the topic nor a setting
 		{"lease lost", func(t *testing.T, e *env) (func(), func()) {
 			// The owner's Redis traffic held for 5 s, longer than its
 			// lease (3 s): it loses the lease and stops; once Redis
@@ -259,14 +260,6 @@ func TestOperatorFaultMatrix(t *testing.T) {
 				e.configText = sourcesConfig([]*env{e, e1}, "  start: latest\n", "")
 			}
 			var pr *producer
-			var file string // where the binlog ended before the workload
-			var pos uint32
-			if c.want.exit != "" && c.load {
-				file, pos = e.masterPos()
-				// 1,250 rows at 125/s, from before the start until after
-				// the exit and the heal.
-				pr = e.produceBackground(workload.Generate(901, 0, 50, 1250, 1, 10, 100), 125)
-			}
 			p := e.launch()
 			if c.want.exit != "" {
 				matrixExit(t, e, p, c.want.exit, cmp.Or(c.samples, 15), c.want.cli, c.want.cliSays, c.want.fire, c.want.quiet)
@@ -276,14 +269,20 @@ func TestOperatorFaultMatrix(t *testing.T) {
 				if c.load && !logHas(p.log, "router.topic "+e.topic+" on ") {
 					t.Errorf("the stop does not name the topic %s", e.topic)
 				}
+				if c.load {
+					// 1,250 rows at 125/s, from after the stop until
+					// after the heal and the restart.
+					pr = e.produceBackground(workload.Generate(901, 0, 50, 1250, 1, 10, 100), 125)
+					waitCommitted(t, pr, 100)
+				}
 				heal()
 				healed := time.Now()
-				// The operator's restart: the failed start stored no
-				// checkpoint, so the next run starts from source.start
-				// (latest), as cdc-outbox status says, and would skip what
-				// was committed meanwhile: --start where the binlog ended
-				// before the workload.
-				p = e.launch("--start", fmt.Sprintf("%s:%d", file, pos))
+				// The operator's restart, plain: the failed start stored
+				// its start position (source.start latest) before it
+				// refused, so this one resumes there and publishes what
+				// was committed meanwhile (a start that stored none would
+				// begin at the binlog's end and skip it).
+				p = e.launch()
 				addr := metricsAddrOf(t, p)
 				waitSourceState(t, addr, "default", "streaming", time.Minute)
 				if code, body := httpGet(addr, "/readyz"); code != 200 || !strings.Contains(body, `"state": "streaming"`) {
@@ -505,4 +504,14 @@ func statusHealth(body string) map[string]string {
 		}
 	}
 	return out
+}
+
+// waitCommitted waits until pr committed at least n rows.
+func waitCommitted(t *testing.T, pr *producer, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); pr.committed.Load() < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the workload committed %d rows in a minute, want %d", pr.committed.Load(), n)
+		}
+	}
 }
