@@ -197,6 +197,12 @@ func whileLeader[T any](ctx context.Context, cl *cluster, topic string, partitio
 		select {
 		case <-done:
 			_ = g.Wait()
+			if rerr != nil && ctx.Err() != nil {
+				// Cut by the caller's cancel (a shutdown): say so, so
+				// that the stop is not taken for a failure (a closed
+				// connection's error does not wrap it).
+				return v, fmt.Errorf("%w (%v)", ctx.Err(), rerr)
+			}
 			return v, rerr
 		case <-poll.C:
 			meta, err := cl.metadata(ctx, topic, true)
