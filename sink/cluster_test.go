@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,30 +12,35 @@ import (
 )
 
 // silentBroker accepts TCP connections and never answers, as a paused
-// (SIGSTOP) broker whose kernel still completes the handshake.
+// (SIGSTOP) broker whose kernel still completes the handshake: its address.
+// Every connection is held (none is refused) until the test ends.
 func silentBroker(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := make(chan net.Conn, 16)
-	t.Cleanup(func() {
-		ln.Close()
-		close(held)
-		for c := range held {
-			c.Close()
-		}
-	})
+	var mu sync.Mutex
+	var held []net.Conn
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			held <- c
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
 		}
 	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
 	return ln.Addr().String()
 }
 

@@ -3,9 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,38 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
-
-// frozenBroker is a broker that accepts connections and answers nothing,
-// as a SIGSTOPped one (the kernel completes the handshake): its address.
-func frozenBroker(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // wantTimeout fails unless err is a *TimeoutError naming within and addr.
 func wantTimeout(t *testing.T, what string, err error, within, addr string) {
@@ -75,7 +41,7 @@ func wantTimeout(t *testing.T, what string, err error, within, addr string) {
 // setting and the broker (before: "i/o timeout" or "context deadline
 // exceeded", naming no setting).
 func TestFrozenBrokerNamesDialTimeout(t *testing.T) {
-	addr := frozenBroker(t)
+	addr := silentBroker(t)
 	cfg := DefaultConfig()
 	cfg.Brokers = []string{addr}
 	cfg.DialTimeout = 300 * time.Millisecond
