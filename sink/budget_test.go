@@ -56,12 +56,34 @@ func TestSendAt(t *testing.T) {
 	}
 }
 
+// An exactly-once Writer run dry commits at most once per transaction
+// interval (at least the gap): one transaction spans the rounds of an
+// interval; without a budget, at once.
+func TestCommitSpacing(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name          string
+		gap, interval time.Duration
+		want          time.Duration
+	}{
+		{"20 ms budget: the 100 ms interval", Split(20 * ms).Gap, Split(20 * ms).TransactionInterval, 100 * ms},
+		{"an interval shorter than the gap: the gap", 60 * ms, 10 * ms, 60 * ms},
+		{"interval 0 (a transaction per round): the gap", 9 * ms, 0, 9 * ms},
+		{"no budget: at once", 0, 100 * ms, 0},
+	} {
+		if got := CommitSpacing(c.gap, c.interval); got != c.want {
+			t.Errorf("%s: CommitSpacing(%s, %s) = %s, want %s", c.name, c.gap, c.interval, got, c.want)
+		}
+	}
+}
+
 // cadenceWriter returns a Writer on cl (topic "t") with the latency
-// budget given (exactly-once when eos), told to obs.
+// budget given (and the transaction interval derived from it) (exactly-once when eos), told to obs.
 func cadenceWriter(t *testing.T, brokers []string, budget time.Duration, eos bool, obs Observer) *Writer {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Brokers, cfg.LatencyBudget = brokers, budget
+	cfg.TransactionInterval = Split(budget).TransactionInterval // as package config derives it
 	if eos {
 		cfg.Delivery, cfg.TransactionalID = DeliveryExactlyOnce, "cdc-outbox-k"
 	}
@@ -105,9 +127,10 @@ func stream(t *testing.T, w *Writer, n int) time.Duration {
 
 // With a latency budget, a steady stream of small transactions goes in at
 // most one produce round (one request: one broker) per gap, and an
-// exactly-once Writer commits at most once per gap, however fast the
-// broker answers; without one (budget 0), a round goes as soon as the
-// previous one is answered: many more.
+// exactly-once Writer commits at most once per transaction interval (one
+// transaction spans several rounds), however fast the broker answers;
+// without one (budget 0), a round goes as soon as the previous one is
+// answered: many more.
 func TestWriterCadence(t *testing.T) {
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	const n = 300
@@ -122,8 +145,9 @@ func TestWriterCadence(t *testing.T) {
 		if got := obs.requests.Load(); got > bound {
 			t.Errorf("exactly-once %v: %d produce requests in %s, want at most %d (one per %s gap)", eos, got, d, bound, gap)
 		}
-		if got := obs.committed.Load(); got > bound {
-			t.Errorf("exactly-once %v: %d commits in %s, want at most %d (one per %s gap)", eos, got, d, bound, gap)
+		spacing := CommitSpacing(gap, Split(budget).TransactionInterval)
+		if got, most := obs.committed.Load(), int64(d/spacing)+2; got > most {
+			t.Errorf("exactly-once %v: %d commits in %s, want at most %d (one per %s transaction interval)", eos, got, d, most, spacing)
 		}
 		free := &countObserver{}
 		stream(t, cadenceWriter(t, cl.ListenAddrs(), 0, eos, free), n)
@@ -162,6 +186,44 @@ func TestWriterTrickleAtOnce(t *testing.T) {
 	close(in)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An exactly-once Writer at a trickle commits at once (the previous
+// commit is older than the transaction interval), and the next commit
+// waits for the interval: the record's acknowledgement comes once its
+// transaction committed.
+func TestWriterCommitTrickle(t *testing.T) {
+	cl, _ := kfakeFault(t, -1, 0, 0)
+	budget := time.Second // a gap of 600 ms, a transaction interval of 1 s
+	spacing := CommitSpacing(Split(budget).Gap, Split(budget).TransactionInterval)
+	obs := &countObserver{}
+	w := cadenceWriter(t, cl.ListenAddrs(), budget, true, obs)
+	in := make(chan binlog.Txn)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background(), in) }()
+	txns := binlogTxns(1, 1, 1)
+	first := time.Now()
+	in <- txns[0]
+	<-w.Acks()
+	committed := time.Now()
+	if d := committed.Sub(first); d >= Split(budget).Gap {
+		t.Fatalf("the first transaction committed %s after it was queued: it waited", d)
+	}
+	in <- txns[1]
+	a := <-w.Acks()
+	if d := time.Since(committed); d < spacing-50*time.Millisecond {
+		t.Fatalf("the second commit came %s after the first, within the %s transaction interval", d, spacing)
+	}
+	if a.End != txns[1].End {
+		t.Fatalf("ack %s, want %s", a.End, txns[1].End)
+	}
+	close(in)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := obs.committed.Load(); got != 2 {
+		t.Fatalf("%d commits, want 2", got)
 	}
 }
 

@@ -48,14 +48,15 @@ type Config struct {
 	// old commits the transaction first (when the transaction ends on a
 	// whole binlog transaction; forced after TransactionTimeout/4). A
 	// Writer that ran dry (nothing gathered nor queued, no round in
-	// flight) commits once the previous commit is Split(LatencyBudget).Gap
-	// old: at once at a trickle, at most once per gap at a higher rate
-	// (with LatencyBudget 0, at once); so does a shutdown. The records of
+	// flight) commits once the previous commit is CommitSpacing old (this
+	// interval, at least Split(LatencyBudget).Gap): at once at a trickle,
+	// at most once per interval at a steady rate (with LatencyBudget 0,
+	// at once); a shutdown commits at once. The records of
 	// a round are acknowledged to the checkpoint only after the commit of
 	// its transaction. 0: one round per transaction. Default
 	// Split(latency-budget).TransactionInterval (100 ms up to a 100 ms
 	// budget, else the budget); at most TransactionTimeout/2 (30 s).
-	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL" doc:"How long a Kafka transaction of exactly-once delivery stays open for more produce rounds; derived from latency-budget unless set (100ms up to a 100ms budget, else the budget); 0: one round per transaction." rule:"0 to 30s"`
+	TransactionInterval time.Duration `yaml:"transaction-interval" env:"TRANSACTION_INTERVAL" doc:"How long a Kafka transaction of exactly-once delivery stays open for more produce rounds, and so the least time between two commits at a steady rate (a read_committed consumer sees a record up to this much after its append; at a trickle at once); derived from latency-budget unless set (100ms up to a 100ms budget, else the budget); 0: a commit per round (at most one per latency-budget gap)." rule:"0 to 30s"`
 	// LatencyBudget is the configuration's top-level latency-budget (set
 	// by package config, not a key of this section): the Writer starts a
 	// round less than half full at most once per Split(LatencyBudget).Gap

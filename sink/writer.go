@@ -78,11 +78,12 @@ type Writer struct {
 	tick    *time.Timer // bounds Run's wait for the oldest round's answer
 
 	// The cadence (Run, budget.go): the least time between two rounds
-	// less than half full, and between two commits of a Writer run dry
-	// (Split(cfg.LatencyBudget).Gap; 0: none), when the last round with
+	// less than half full (Split(cfg.LatencyBudget).Gap; 0: none), and
+	// between two commits of a Writer run dry (CommitSpacing: the
+	// transaction interval, at least gap), when the last round with
 	// records began and when the last transaction committed; pace wakes
 	// Run when the gathered round may go or the transaction commit.
-	gap                  time.Duration
+	gap, commitGap       time.Duration
 	lastSend, lastCommit time.Time
 	pace                 *time.Timer
 
@@ -239,8 +240,9 @@ func (w *Writer) Partitions() map[string]int {
 
 func newWriter(cfg Config, r Router, kw producer, log *zap.Logger) *Writer {
 	rt := cfg.Retries()
+	gap := Split(cfg.LatencyBudget).Gap
 	return &Writer{cfg: cfg, router: r, kw: kw, rounds: kw, acks: make(chan Ack, 64), log: log, tick: stoppedTimer(), pace: stoppedTimer(),
-		gap: Split(cfg.LatencyBudget).Gap, warn: logging.NewLimiter(time.Second, 10), behindLimit: rt.Behind, redoLimit: rt.Redo}
+		gap: gap, commitGap: CommitSpacing(gap, cfg.TransactionInterval), warn: logging.NewLimiter(time.Second, 10), behindLimit: rt.Behind, redoLimit: rt.Redo}
 }
 
 // DeadLettered returns how many dead-letter records this Writer wrote
@@ -263,7 +265,9 @@ func (w *Writer) Acks() <-chan Ack { return w.acks }
 // and at a higher rate one round per gap (issue 37: the broker's cost
 // follows the produce requests), while a backlog still keeps MaxInFlight
 // rounds of full batches in flight. Exactly-once: a Writer run dry
-// commits once the previous commit is a gap old (wantCommit).
+// commits once the previous commit is CommitSpacing old (the transaction
+// interval: one transaction spans the rounds of an interval; at once at
+// a trickle; wantCommit).
 func (w *Writer) Run(ctx context.Context, in <-chan binlog.Txn) error {
 	defer close(w.acks)
 	defer w.kw.Close()
@@ -392,9 +396,10 @@ func (w *Writer) ample() bool {
 // wantCommit reports whether an exactly-once Writer commits its open
 // transaction, and from when: once no round is in flight, nothing is
 // queued, and nothing is gathered or the last round ended on a whole
-// binlog transaction, at the first moment a gap after the previous commit
-// (at once at a trickle; once per gap at a higher rate: the commits and
-// their markers per second stay bounded by the budget).
+// binlog transaction, at the first moment CommitSpacing after the
+// previous commit (at once at a trickle; at a steady rate once per
+// transaction interval: the commits and their markers per second stay
+// bounded, and one transaction spans many rounds).
 func (w *Writer) wantCommit(pending, queued int, now time.Time) (time.Time, bool) {
 	if !w.txnMode() || len(w.flights) > 0 || queued > 0 || pending > 0 && !w.whole {
 		return time.Time{}, false
@@ -402,7 +407,7 @@ func (w *Writer) wantCommit(pending, queued int, now time.Time) (time.Time, bool
 	if _, open := w.rounds.TxnOpen(); !open {
 		return time.Time{}, false
 	}
-	return sendAt(w.lastCommit, now, w.gap), true
+	return sendAt(w.lastCommit, now, w.commitGap), true
 }
 
 func tryRecv(in <-chan binlog.Txn) (binlog.Txn, bool) {
