@@ -344,10 +344,11 @@ func histBound(d time.Duration) string {
 // cpu returns the process's CPU time (user+system).
 func (p *proc) cpu() time.Duration { return pidCPU(p.cmd.Process.Pid) }
 
-// frontier measures every case × delivery mode × rate in rounds
-// interleaved, and adds one row per combination: the median round by
-// publisher + broker cores, with the ranges.
-func (b *bench) frontier(ctx context.Context, cases []frontierCase, rates []int, rounds int, d time.Duration) {
+// frontier measures every case × delivery mode ("" at-least-once,
+// "exactly-once") × rate in rounds interleaved, and adds one row per
+// combination: the median round by publisher + broker cores, with the
+// ranges.
+func (b *bench) frontier(ctx context.Context, cases []frontierCase, rates []int, deliveries []string, rounds int, d time.Duration) {
 	type key struct {
 		c        frontierCase
 		delivery string
@@ -355,7 +356,7 @@ func (b *bench) frontier(ctx context.Context, cases []frontierCase, rates []int,
 	}
 	var keys []key
 	for _, rate := range rates {
-		for _, dl := range []string{"", "exactly-once"} {
+		for _, dl := range deliveries {
 			for _, c := range cases {
 				keys = append(keys, key{c, dl, rate})
 			}

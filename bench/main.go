@@ -95,6 +95,7 @@ func main() {
 	frRates := flag.String("frontier-rates", "1000,5000,20000", "with -only frontier: events/s, comma-separated")
 	frRounds := flag.Int("frontier-rounds", 3, "with -only frontier: interleaved rounds of every case")
 	frD := flag.Duration("frontier-d", 15*time.Second, "with -only frontier: the measured window of each run")
+	frDeliveries := flag.String("frontier-deliveries", "at-least-once,exactly-once", "with -only frontier: the delivery modes measured, comma-separated")
 	frFrom := flag.String("frontier-from", "", "with -frontier-svg: draw the picture from the frontier rows of this results file (a run on record) instead of running")
 	flag.StringVar(&b.svg, "frontier-svg", "", "write the frontier's picture (publisher + broker cores against p99, per delivery mode and rate) to this SVG file")
 	costProfile := flag.String("live-cost-profile", "", "with -only live-cost: write a CPU profile of the publisher to this file")
@@ -158,7 +159,18 @@ func main() {
 			fail(err)
 			rates = append(rates, r)
 		}
-		b.frontier(ctx, cases, rates, *frRounds, *frD)
+		var deliveries []string
+		for _, f := range strings.Split(*frDeliveries, ",") {
+			switch f = strings.TrimSpace(f); f {
+			case "at-least-once":
+				deliveries = append(deliveries, "")
+			case "exactly-once":
+				deliveries = append(deliveries, f)
+			default:
+				fail(fmt.Errorf("-frontier-deliveries: %q: want at-least-once or exactly-once", f))
+			}
+		}
+		b.frontier(ctx, cases, rates, deliveries, *frRounds, *frD)
 		b.write(*out, time.Since(start), ctx)
 		return
 	}
@@ -192,7 +204,7 @@ func main() {
 	b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
 	b.audit = false
 	b.floor(5000, 1, 10, 15*time.Second)
-	b.frontier(ctx, []frontierCase{{"default", b.bin, ""}, {"20ms", b.bin, "20ms"}, {"100ms", b.bin, "100ms"}}, []int{1000, 5000, 20000}, 1, 10*time.Second)
+	b.frontier(ctx, []frontierCase{{"default", b.bin, ""}, {"20ms", b.bin, "20ms"}, {"100ms", b.bin, "100ms"}}, []int{1000, 5000, 20000}, []string{"", "exactly-once"}, 1, 10*time.Second)
 	b.recovery(ctx)
 	b.dispatcher(ctx)
 	b.write(*out, time.Since(start), ctx)
