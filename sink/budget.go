@@ -75,6 +75,27 @@ func CommitSpacing(gap, interval time.Duration) time.Duration {
 	return max(gap, interval)
 }
 
+// commitAt returns when a Writer run dry commits, given the previous
+// commit (lastCommit), the start of the last round with records
+// (lastSend), the CommitSpacing and the gap: at sendAt(lastCommit, now,
+// spacing), unless that falls in the second half of the last round's gap,
+// where the next round is due soon: a commit there (EndTxn, then the
+// markers that the next AddPartitionsToTxn waits for) would delay that
+// round by a few round trips. It then waits for the gap's end: a round
+// due then goes first, and the commit follows its landing, early in the
+// next gap (with nothing to send, it commits then). A pure function
+// (Writer.wantCommit).
+func commitAt(lastCommit, lastSend, now time.Time, spacing, gap time.Duration) time.Time {
+	at := sendAt(lastCommit, now, spacing)
+	if gap <= 0 || lastSend.IsZero() {
+		return at
+	}
+	if since := at.Sub(lastSend); since > gap/2 && since < gap {
+		return lastSend.Add(gap)
+	}
+	return at
+}
+
 // sendAt returns when a round that is not full may be sent: at once
 // (now) when the previous round began gap or longer ago (or never), else
 // gap after it began. A pure function of its inputs (the Writer's

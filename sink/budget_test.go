@@ -77,6 +77,32 @@ func TestCommitSpacing(t *testing.T) {
 	}
 }
 
+// A commit due in the second half of a round's gap waits for the gap's
+// end (the round due then goes first; the commit follows its landing).
+func TestCommitAt(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name                      string
+		lastCommit, lastSend, now time.Time
+		spacing, gap              time.Duration
+		want                      time.Time
+	}{
+		{"a trickle: at once", t0, t0.Add(50 * ms), t0.Add(200 * ms), 100 * ms, 12 * ms, t0.Add(200 * ms)},
+		{"due early in a gap (a round just landed): at once", t0, t0.Add(98 * ms), t0.Add(101 * ms), 100 * ms, 12 * ms, t0.Add(101 * ms)},
+		{"due at a gap's start: at once", t0, t0.Add(100 * ms), t0.Add(100 * ms), 100 * ms, 12 * ms, t0.Add(100 * ms)},
+		{"due in a gap's second half: at its end", t0, t0.Add(92 * ms), t0.Add(93 * ms), 100 * ms, 12 * ms, t0.Add(104 * ms)},
+		{"due at half the gap: at once", t0, t0.Add(94 * ms), t0.Add(95 * ms), 100 * ms, 12 * ms, t0.Add(100 * ms)},
+		{"no round for a gap or more: at the spacing", t0, t0.Add(80 * ms), t0.Add(90 * ms), 100 * ms, 12 * ms, t0.Add(100 * ms)},
+		{"no budget: at the spacing", t0, t0.Add(92 * ms), t0.Add(93 * ms), 0, 0, t0.Add(93 * ms)},
+		{"never sent: at the spacing", t0, time.Time{}, t0.Add(50 * ms), 100 * ms, 12 * ms, t0.Add(100 * ms)},
+	} {
+		if got := commitAt(c.lastCommit, c.lastSend, c.now, c.spacing, c.gap); !got.Equal(c.want) {
+			t.Errorf("%s: commitAt = %s, want %s", c.name, got.Sub(t0), c.want.Sub(t0))
+		}
+	}
+}
+
 // cadenceWriter returns a Writer on cl (topic "t") with the latency
 // budget given (and the transaction interval derived from it) (exactly-once when eos), told to obs.
 func cadenceWriter(t *testing.T, brokers []string, budget time.Duration, eos bool, obs Observer) *Writer {

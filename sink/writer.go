@@ -399,7 +399,8 @@ func (w *Writer) ample() bool {
 // binlog transaction, at the first moment CommitSpacing after the
 // previous commit (at once at a trickle; at a steady rate once per
 // transaction interval: the commits and their markers per second stay
-// bounded, and one transaction spans many rounds).
+// bounded, and one transaction spans many rounds), not in the second
+// half of a round's gap (commitAt: early in the next one instead).
 func (w *Writer) wantCommit(pending, queued int, now time.Time) (time.Time, bool) {
 	if !w.txnMode() || len(w.flights) > 0 || queued > 0 || pending > 0 && !w.whole {
 		return time.Time{}, false
@@ -407,7 +408,7 @@ func (w *Writer) wantCommit(pending, queued int, now time.Time) (time.Time, bool
 	if _, open := w.rounds.TxnOpen(); !open {
 		return time.Time{}, false
 	}
-	return sendAt(w.lastCommit, now, w.commitGap), true
+	return commitAt(w.lastCommit, w.lastSend, now, w.commitGap, w.gap), true
 }
 
 func tryRecv(in <-chan binlog.Txn) (binlog.Txn, bool) {
