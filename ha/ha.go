@@ -155,6 +155,18 @@ func (s *supervisor) setPhase(name string, st health.State, reason string) {
 	}
 }
 
+// recordStop writes the record of the source's fatal stop (err) for the
+// status command (checkpoint.Stop), within checkpoint.timeout; a Redis
+// that does not answer leaves it unwritten (the stop is in the log,
+// /readyz and the metrics already).
+func (s *supervisor) recordStop(store *checkpoint.Store, p config.Named, err error, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.Config.Checkpoint.Timeout)
+	defer cancel()
+	if werr := store.SaveStop(ctx, pipeline.StopRecord(err, s.opts.Owner)); werr != nil {
+		log.Debug("the stop record was not written", zap.Error(werr))
+	}
+}
+
 // heartbeat keeps this instance alive in the group every renew interval.
 func (s *supervisor) heartbeat(ctx context.Context, rdb redis.Scripter) {
 	t := time.NewTicker(s.cfg.HA.RenewEvery())
@@ -234,6 +246,7 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 				err, p.Config.Source.ServerID, p.Config.Source.ServerID+uint32(n)-1, n)
 			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 			s.setPhase(p.Name, health.Failed, err.Error())
+			s.recordStop(store, p, err, log)
 			s.mu.Lock()
 			s.sources--
 			s.mu.Unlock()
@@ -251,6 +264,7 @@ func (s *supervisor) source(ctx context.Context, p config.Named) error {
 		case err != nil && pipeline.IsFatal(err):
 			log.Error("source stopped: fatal error (the other sources go on)", zap.Error(err))
 			s.setPhase(p.Name, health.Failed, err.Error())
+			s.recordStop(store, p, err, log)
 			s.mu.Lock()
 			s.sources--
 			s.mu.Unlock()

@@ -69,6 +69,10 @@ func TestACLRulesSuffice(t *testing.T) {
 			must("MaxMemoryPolicy", err)
 			_, err = s.TTL(ctx)
 			must("TTL", err)
+			must("SaveStop", s.SaveStop(ctx, checkpoint.Stop{Reason: "r"}))
+			_, err = s.LoadStop(ctx)
+			must("LoadStop", err)
+			must("ClearStop", s.ClearStop(ctx))
 			ok, err := Release(ctx, rdb, l)
 			must("Release", err)
 			if !ok {

@@ -36,12 +36,15 @@ type server interface {
 }
 
 // store is the checkpoint's Redis (*checkpoint.Store): the Backend the
-// Writers write through, and the preflight's questions.
+// Writers write through, the preflight's questions, and the record of a
+// fatal stop that the status command reads.
 type store interface {
 	checkpoint.Backend
 	Persistent(ctx context.Context) (bool, error)
 	MaxMemoryPolicy(ctx context.Context) (policy string, maxmemory int64, err error)
 	TTL(ctx context.Context) (time.Duration, error)
+	SaveStop(ctx context.Context, st checkpoint.Stop) error
+	ClearStop(ctx context.Context) error
 	Close() error
 }
 

@@ -81,13 +81,18 @@ func (s *fakeServer) CheckTables(*binlog.TableSet) ([]*binlog.Table, error) { re
 func (s *fakeServer) Columns() ([]string, error)                            { return []string{"id"}, nil }
 func (s *fakeServer) Close() error                                          { return nil }
 
-// fakeStore is memBackend with the preflight's answers.
+// fakeStore is memBackend with the preflight's answers and the stop
+// record.
 type fakeStore struct {
 	memBackend
 	persistent bool
 	policy     string
 	authErr    error
+	stop       *checkpoint.Stop
 }
+
+func (s *fakeStore) SaveStop(_ context.Context, st checkpoint.Stop) error { s.stop = &st; return nil }
+func (s *fakeStore) ClearStop(context.Context) error                      { s.stop = nil; return nil }
 
 func (s *fakeStore) Persistent(context.Context) (bool, error) { return s.persistent, s.authErr }
 func (s *fakeStore) MaxMemoryPolicy(context.Context) (string, int64, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -188,6 +189,9 @@ func (p *Publisher) run(ctx context.Context) error {
 				zap.Uint64("dead_lettered", p.deadLettered), zap.String("dead_letter_topic", cfg.Kafka.DeadLetterTopic))
 		}
 	}()
+	// A start clears the record of the last fatal stop (the status
+	// command names it until then).
+	p.recordStop(nil)
 	backoff := restartBackoff
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
@@ -225,6 +229,7 @@ func (p *Publisher) run(ctx context.Context) error {
 			// a new term.
 			if p.opts.Fence == nil {
 				p.setPhase(health.Failed, fmt.Sprintf("stopped: %v", err))
+				p.recordStop(err)
 			}
 			return err
 		}
@@ -253,6 +258,40 @@ func (p *Publisher) run(ctx context.Context) error {
 		}
 		backoff = min(backoff*2, cfg.RetryBackoffMax)
 	}
+}
+
+// recordStop writes the record of a fatal stop (err; nil clears it) for
+// the status command (checkpoint.Stop), within checkpoint.timeout. Under
+// a lease package ha records its own stops. A Redis that
+// does not answer leaves the record as it was: the stop is in the log,
+// /readyz and the metrics already, and the record is a convenience.
+func (p *Publisher) recordStop(err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.Checkpoint.Timeout)
+	defer cancel()
+	var werr error
+	if err == nil {
+		werr = p.store.ClearStop(ctx)
+	} else {
+		werr = p.store.SaveStop(ctx, StopRecord(err, p.instance()))
+	}
+	if werr != nil {
+		p.log.Debug("the stop record was not written", zap.Error(werr))
+	}
+}
+
+// instance is the id the stop record names: the lease owner's under a
+// lease, else the host name.
+func (p *Publisher) instance() string {
+	if p.opts.Fence != nil {
+		return p.opts.Fence.Owner()
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// StopRecord is the record of a fatal stop on err by instance, now.
+func StopRecord(err error, instance string) checkpoint.Stop {
+	return checkpoint.Stop{At: time.Now().UTC(), Instance: instance, Reason: err.Error()}
 }
 
 func (p *Publisher) setPhase(s health.State, reason string) {

@@ -93,8 +93,31 @@ func TestPublisherRun(t *testing.T) {
 		p.connect = func(context.Context, string) (server, error) {
 			return nil, fmt.Errorf("%w: no such server", binlog.ErrStart)
 		}
-		if err := p.Run(context.Background()); !errors.Is(err, binlog.ErrStart) || rec.last() != health.Failed || rec.restarts != 0 {
+		st := &fakeStore{stop: &checkpoint.Stop{Reason: "an earlier stop"}}
+		p.store = st
+		err := p.Run(context.Background())
+		if !errors.Is(err, binlog.ErrStart) || rec.last() != health.Failed || rec.restarts != 0 {
 			t.Fatalf("Run = %v, state %s, %d restarts", err, rec.last(), rec.restarts)
+		}
+		// The stop is recorded for the status command: the start cleared
+		// the earlier record, the fatal error wrote its own.
+		if st.stop == nil || st.stop.Reason != err.Error() || st.stop.At.IsZero() {
+			t.Fatalf("stop record %+v, want the error %q", st.stop, err)
+		}
+	})
+	t.Run("a start clears the stop record", func(t *testing.T) {
+		st := &fakeStore{stop: &checkpoint.Stop{Reason: "an earlier stop"}}
+		p := testPublisher(testConfig(), st, nil, fakeTopics{})
+		ctx, cancel := context.WithCancel(context.Background())
+		p.connect = func(context.Context, string) (server, error) {
+			if st.stop != nil {
+				t.Errorf("the stop record %+v is still there when the start connects", st.stop)
+			}
+			cancel()
+			return nil, context.Canceled
+		}
+		if err := p.Run(ctx); err != nil {
+			t.Fatalf("Run = %v", err)
 		}
 	})
 	t.Run("retry, then a signal", func(t *testing.T) {
@@ -154,8 +177,10 @@ func TestPublisherRun(t *testing.T) {
 		p.connect = func(context.Context, string) (server, error) {
 			return nil, &checkpoint.FencedError{Key: "k"}
 		}
-		if err := p.Run(context.Background()); !errors.Is(err, checkpoint.ErrFenced) || rec.last() == health.Failed {
-			t.Fatalf("Run = %v, state %s", err, rec.last())
+		st := &fakeStore{}
+		p.store = st
+		if err := p.Run(context.Background()); !errors.Is(err, checkpoint.ErrFenced) || rec.last() == health.Failed || st.stop != nil {
+			t.Fatalf("Run = %v, state %s, stop record %+v", err, rec.last(), st.stop)
 		}
 	})
 }

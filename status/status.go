@@ -56,6 +56,10 @@ type Status struct {
 	// cursors, totals and newest findings with their event ids and fix);
 	// nil when no audit runs (audit.enabled, the audit command).
 	Audit *audit.State `json:"audit,omitempty"`
+	// Stop: the record of the publisher's last fatal stop, when no
+	// publisher started the source since (checkpoint.Stop: when, where,
+	// and the error with its fix); nil otherwise.
+	Stop *checkpoint.Stop `json:"stop,omitempty"`
 	// Error: why the status of the source could not be read (ReadSources
 	// of several sources; Read returns it instead).
 	Error string `json:"error,omitempty"`
@@ -81,6 +85,11 @@ func Read(ctx context.Context, cfg config.Config, log *zap.Logger) (Status, erro
 		if st.Audit, err = audit.ParseState(checkpoint.AuditKey(store.Key()), b); err != nil {
 			log.Warn("cannot read the audit's state", zap.Error(err))
 		}
+	}
+	if st.Stop, err = store.LoadStop(ctx); err != nil {
+		return st, err
+	} else if st.Stop != nil && st.Problem == "" {
+		st.Problem = "the publisher stopped and did not start again: " + st.Stop.Reason
 	}
 	if st.ha = cfg.HA.Enabled; st.ha {
 		if st.Lease, err = lease.Holder(ctx, store.Client(), store.Key()); err != nil {
@@ -286,6 +295,13 @@ func (st Status) Write(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s%s\n", "lease", "held by "+st.Lease+" (instance id, fencing token)")
 	case st.ha:
 		fmt.Fprintf(w, "  %-12s%s\n", "lease", "free: no instance publishes the source now")
+	}
+	if s := st.Stop; s != nil {
+		on := ""
+		if s.Instance != "" {
+			on = " on " + s.Instance
+		}
+		fmt.Fprintf(w, "  %-12s%s (%s ago)%s, not started since: %s\n", "stopped", s.At.UTC().Format(time.RFC3339), st.now.Sub(s.At).Round(time.Second), on, s.Reason)
 	}
 	cp := st.Checkpoint
 	if cp != nil {

@@ -89,6 +89,15 @@ last event   2025-01-02T03:03:35Z
 	if st.Problem != "" {
 		t.Errorf("problem: %s", st.Problem)
 	}
+	// A publisher stopped on a fatal error since: the stop record's line,
+	// under the checkpoint's key.
+	stopped := Status{Key: "k", End: st.End, now: now, Stop: &checkpoint.Stop{At: now.Add(-3 * time.Minute), Instance: "pod-1",
+		Reason: "topic im.events does not exist: create it (kafka-topics.sh --create), or set kafka.missing-topic: create"}}
+	b.Reset()
+	stopped.Write(&b)
+	if line := "  stopped     2025-01-02T03:01:05Z (3m0s ago) on pod-1, not started since: topic im.events does not exist: create it (kafka-topics.sh --create), or set kafka.missing-topic: create\n"; !strings.HasPrefix(b.String(), "checkpoint   k\n"+line) {
+		t.Errorf("output:\n%s\nwant it to begin with the stop line:\n%s", b.String(), line)
+	}
 	none := Status{Key: "k", End: st.End, now: now}
 	none.compute(nil, nil)
 	if none.Problem == "" || none.LagBytes != nil {

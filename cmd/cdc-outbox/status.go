@@ -42,7 +42,8 @@ prints an array), or the one --source names. With ha.enabled the lease
 holder is shown ("<instance id> <token>").
 Exit status: 0; 1 when there is no checkpoint, or its binlog file is no
 longer on the server (the publisher could not resume), or it is beyond the
-end; 2 on configuration or connection errors, and when the sources' statuses
+end, or the publisher stopped on a fatal error and did not start again
+(the "stopped" line: when, where, and the error with its fix); 2 on configuration or connection errors, and when the sources' statuses
 are not read within --timeout (a frozen server or Redis: packets held, not
 refused). --json prints the same as JSON.`,
 		Args: cobra.NoArgs,

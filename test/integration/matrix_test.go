@@ -204,7 +204,7 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			e.topic += "_absent"
 			return nil, func() { createTopic(t, e.topic, partitions) }
 		}, view{exit: "--partitions N), or set kafka.missing-topic: create", fire: []string{"CdcOutboxDown", "CdcOutboxAbsent"},
-			quiet: []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected"}, cli: 0, cliSays: "free: no instance publishes the source now"}, 0, true}, // the start stored before the refusal; status names neither the topic nor a setting
+			quiet: []string{"CdcOutboxNoPublisher", "CdcOutboxDegraded", "CdcOutboxSourceFailed", "CdcOutboxSourceDisconnected"}, cli: 1, cliSays: "or set kafka.missing-topic: create"}, 0, true}, // the start stored before the refusal; status names the stop, the topic and the setting (the stop record)
 		{"lease lost", func(t *testing.T, e *env) (func(), func()) {
 			// The owner's Redis traffic held for 5 s, longer than its
 			// lease (3 s): it loses the lease and stops; once Redis
@@ -243,7 +243,7 @@ func TestOperatorFaultMatrix(t *testing.T) {
 			one("standby"), 200, -1, "held by ghost-instance 999999", ""}, 0, false},
 		{"one of two sources stopped", nil, // the load on s0, which goes on
 			view{503, "failed", "source s1", []string{"CdcOutboxSourceFailed", "CdcOutboxNoPublisher"}, []string{"CdcOutboxAbsent"},
-				map[string]string{"s0": "streaming", "s1": "failed"}, 200, 0, "free: no instance publishes the source now", ""}, 0, true}, // s1 stored its first checkpoint before the table check failed
+				map[string]string{"s0": "streaming", "s1": "failed"}, 200, 1, "not started since: ", ""}, 0, true}, // s1 stored its first checkpoint before the table check failed; status exits 1 with s1's stop record
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
