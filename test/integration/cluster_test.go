@@ -238,8 +238,15 @@ type stallReport struct {
 	// later is the longest stall of a partition that began after Kafka
 	// was ready: a second stall after publishing had resumed, the
 	// producer's own (the checkpoint mirror copy on the acknowledgement
-	// path once did that).
+	// path once did that). It is the stall the polls prove: from the end
+	// of the poll that first saw the partition's high watermark at a
+	// value to the start of the last poll that still saw it there, so
+	// that a slow poll (a broker slow to answer the watcher's own
+	// metadata and ListOffsets requests; every partition then seems to
+	// stall together) is not counted as the producer's.
 	later time.Duration
+	// slowest is the longest poll of the high watermarks.
+	slowest time.Duration
 	// gaps lists every stall of a partition of laterMin or more, as
 	// "p<partition> <from>–<to>" seconds after the fault.
 	gaps []string
@@ -288,9 +295,13 @@ const laterMin = 500 * time.Millisecond
 func watchStall(topic string, base []int64, since time.Time, window time.Duration, ready func([]kafka.Partition) bool) stallReport {
 	r := stallReport{kafka: -1}
 	last := slices.Clone(base)
+	// at: the end of the poll that first saw a partition at last (the
+	// fault's time for base); same: the start of the latest poll that
+	// still saw it there (the value held at least from at to same).
 	at := make([]time.Time, len(base))
+	same := make([]time.Time, len(base))
 	for i := range at {
-		at[i] = since
+		at[i], same[i] = since, since
 	}
 	gap := func(i int, now time.Time) {
 		d := now.Sub(at[i])
@@ -302,7 +313,7 @@ func watchStall(topic string, base []int64, since time.Time, window time.Duratio
 		r.gaps = append(r.gaps, fmt.Sprintf("p%d %.1f–%.1f s", i, from.Seconds(), now.Sub(since).Seconds()))
 		r.spans = append(r.spans, [2]time.Duration{from, now.Sub(since)})
 		if r.kafka >= 0 && from > r.kafka {
-			r.later = max(r.later, d)
+			r.later = max(r.later, same[i].Sub(at[i]))
 		}
 	}
 	for time.Since(since) < window {
@@ -311,12 +322,17 @@ func watchStall(topic string, base []int64, since time.Time, window time.Duratio
 				r.kafka = time.Since(since)
 			}
 		}
+		start := time.Now()
 		hw := highWatermarks(topic)
 		now := time.Now()
+		r.slowest = max(r.slowest, now.Sub(start))
 		for i := range hw {
-			if hw[i] > last[i] {
+			switch {
+			case hw[i] > last[i]:
 				gap(i, now)
-				last[i], at[i] = hw[i], now
+				last[i], at[i], same[i] = hw[i], now, now
+			case hw[i] == last[i]:
+				same[i] = start
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -488,8 +504,8 @@ func assertResumed(t *testing.T, what string, rec, kafka time.Duration) {
 // broker fault comes on top of Kafka's fencing, not after it.
 func assertStalls(t *testing.T, what string, st stallReport) {
 	t.Helper()
-	t.Logf("%s: stalls of %s or more: %s; the longest that began after Kafka was ready: %s; stalled %s in all after Kafka was ready (the producer's share)",
-		what, laterMin, strings.Join(st.gaps, ", "), st.later.Round(time.Millisecond), st.share().Round(time.Millisecond))
+	t.Logf("%s: stalls of %s or more: %s; the longest that began after Kafka was ready: %s (as the polls prove it; the slowest poll took %s); stalled %s in all after Kafka was ready (the producer's share)",
+		what, laterMin, strings.Join(st.gaps, ", "), st.later.Round(time.Millisecond), st.slowest.Round(time.Millisecond), st.share().Round(time.Millisecond))
 	assertResumed(t, what, st.worst, st.kafka)
 	if st.later > laterBound {
 		t.Fatalf("%s: publishing stalled again for %s after it had resumed (Kafka ready after %s), want at most %s", what, st.later, st.kafka, laterBound)
