@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cdc-outbox/cdc-outbox/consumer"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -34,26 +35,42 @@ import (
 
 // frontierCase is one publisher setup: a label, its binary and the
 // latency budget it is given ("": its default; the key is not written,
-// so a binary without the setting runs too).
+// so a binary without the setting runs too), and the read-along
+// consumer: readerKgo (franz-go, one Fetch per broker, as the Java
+// consumer) or readerConsumer (this project's package consumer, in a
+// consumer group).
 type frontierCase struct {
-	label, bin, budget string
+	label, bin, budget, reader string
 }
 
-// parseCases parses "label=bin@budget,..." (budget may be empty).
+// The read-along consumers of a frontier case.
+const (
+	readerKgo      = "kgo"
+	readerConsumer = "consumer"
+)
+
+// parseCases parses "label=bin@budget[@reader],..." (budget may be
+// empty; reader kgo, the default, or consumer).
 func parseCases(s string) ([]frontierCase, error) {
 	var out []frontierCase
 	for _, f := range strings.Split(s, ",") {
 		label, rest, ok := strings.Cut(strings.TrimSpace(f), "=")
 		bin, budget, _ := strings.Cut(rest, "@")
+		budget, reader, _ := strings.Cut(budget, "@")
 		if !ok || label == "" || bin == "" {
-			return nil, fmt.Errorf("frontier case %q: want label=binary@budget (budget may be empty)", f)
+			return nil, fmt.Errorf("frontier case %q: want label=binary@budget[@reader] (budget may be empty)", f)
 		}
 		if budget != "" {
 			if _, err := time.ParseDuration(budget); err != nil {
 				return nil, fmt.Errorf("frontier case %q: budget: %v", f, err)
 			}
 		}
-		out = append(out, frontierCase{label, bin, budget})
+		switch reader = cmp.Or(reader, readerKgo); reader {
+		case readerKgo, readerConsumer:
+		default:
+			return nil, fmt.Errorf("frontier case %q: reader %q: want %s or %s", f, reader, readerKgo, readerConsumer)
+		}
+		out = append(out, frontierCase{label, bin, budget, reader})
 	}
 	return out, nil
 }
@@ -241,6 +258,54 @@ func readAlong(topic string, want func() int, stop <-chan struct{}) ([]time.Dura
 	}
 }
 
+// readAlongConsumer is readAlong with package consumer (read_committed,
+// the im layout, a group of its own, from the topic's start): what a
+// deployment's gateway built on it costs the broker.
+func readAlongConsumer(topic string, want func() int, stop <-chan struct{}) ([]time.Duration, map[int32][]int64) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	ids := map[int32][]int64{}
+	n := 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := consumer.New(consumer.Config{Brokers: brokers, Topics: []string{topic}, Group: "bench-" + topic,
+		Isolation: consumer.ReadCommitted, Start: consumer.StartEarliest, MaxWait: time.Second},
+		consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
+			now := time.Now()
+			var v struct {
+				TS int64 `json:"ts_us"`
+			}
+			id, _ := strconv.ParseInt(r.EventID, 10, 64)
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			if json.Unmarshal(r.Payload, &v) == nil && v.TS > 0 {
+				lat = append(lat, now.Sub(time.UnixMicro(v.TS)))
+			}
+			ids[int32(r.Partition)] = append(ids[int32(r.Partition)], id)
+			return nil
+		}), consumer.Options{})
+	fail(err)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	<-stop
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		got := n
+		mu.Unlock()
+		if got >= want() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	fail(<-done)
+	mu.Lock()
+	defer mu.Unlock()
+	return lat, ids
+}
+
 // verify counts, from the event ids read by partition, the events of n
 // written (ids consecutive from the smallest) that are missing, the
 // duplicates, and the records not in ascending id order within their
@@ -299,7 +364,12 @@ func (b *bench) frontierRun(ctx context.Context, c frontierCase, delivery string
 	var ids map[int32][]int64
 	var read errgroup.Group
 	read.Go(func() error {
-		lat, ids = readAlong(topic, func() int { mu.Lock(); defer mu.Unlock(); return written }, stop)
+		want := func() int { mu.Lock(); defer mu.Unlock(); return written }
+		if c.reader == readerConsumer {
+			lat, ids = readAlongConsumer(topic, want, stop)
+		} else {
+			lat, ids = readAlong(topic, want, stop)
+		}
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond) // the consumer joined

@@ -91,7 +91,7 @@ func main() {
 	flag.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the publisher during the drain to this file (then stop after the drain)")
 	flag.IntVar(&b.repeat, "repeat", 3, "trials of the raw limits and the drain, alternated; the table gives medians")
 	only := flag.String("only", "", "run one case only: live-cost (with the round floor), live-rss (the live cost of 1–10-row transactions and the live RSS, no floor), audit-cost (live cost with the audit off, then on), recovery, or frontier (the whole-system cost: publisher and broker CPU per rate, delivery and latency budget)")
-	frCases := flag.String("frontier-cases", "default=bin/cdc-outbox@,20ms=bin/cdc-outbox@20ms,100ms=bin/cdc-outbox@100ms", "with -only frontier: label=binary@latency-budget,... (an empty budget writes no key: the binary's default)")
+	frCases := flag.String("frontier-cases", "default=bin/cdc-outbox@,20ms=bin/cdc-outbox@20ms,100ms=bin/cdc-outbox@100ms", "with -only frontier: label=binary@latency-budget[@reader],... (an empty budget writes no key: the binary's default; reader kgo, the default, or consumer: package consumer reads along)")
 	frRates := flag.String("frontier-rates", "1000,5000,20000", "with -only frontier: events/s, comma-separated")
 	frRounds := flag.Int("frontier-rounds", 3, "with -only frontier: interleaved rounds of every case")
 	frD := flag.Duration("frontier-d", 15*time.Second, "with -only frontier: the measured window of each run")
@@ -204,7 +204,7 @@ func main() {
 	b.liveCost(ctx, 5000, 1, 10, 15*time.Second, "")
 	b.audit = false
 	b.floor(5000, 1, 10, 15*time.Second)
-	b.frontier(ctx, []frontierCase{{"default", b.bin, ""}, {"20ms", b.bin, "20ms"}, {"100ms", b.bin, "100ms"}}, []int{1000, 5000, 20000}, []string{"", "exactly-once"}, 1, 10*time.Second)
+	b.frontier(ctx, []frontierCase{{"default", b.bin, "", readerKgo}, {"20ms", b.bin, "20ms", readerKgo}, {"100ms", b.bin, "100ms", readerKgo}}, []int{1000, 5000, 20000}, []string{"", "exactly-once"}, 1, 10*time.Second)
 	b.recovery(ctx)
 	b.dispatcher(ctx)
 	b.write(*out, time.Since(start), ctx)
