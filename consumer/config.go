@@ -92,7 +92,9 @@ type Config struct {
 	// QueueCapacity is the most records prefetched per partition (default
 	// 100), beside the Fetch answer being queued (at most MaxBytes).
 	QueueCapacity int `yaml:"queue-capacity"`
-	// MaxBytes is the most bytes one fetch returns per partition (default 1 MiB).
+	// MaxBytes is the most bytes one Fetch answer returns, per partition
+	// and for all the partitions of one leader together (default 1 MiB;
+	// KIP-74: at least one batch, however large).
 	MaxBytes int `yaml:"max-bytes"`
 	// MaxWait is how long a fetch waits for new records (default 500 ms).
 	MaxWait time.Duration `yaml:"max-wait"`

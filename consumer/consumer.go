@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/internal/secure"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"github.com/segmentio/kafka-go"
@@ -148,12 +147,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// generation runs one partition loop per assigned partition until the
+// generation reads the assigned partitions (fetchAll: one Fetch per
+// leader broker) and runs one partition loop per assigned partition,
+// handling its records in order, until the
 // generation ends (rebalance), ctx ends or a partition fails, committing
 // every CommitInterval and once more at the end, before the generation is
 // let go (the group waits for the function given to gen.Start).
 func (c *Consumer) generation(ctx context.Context, gen *kafka.Generation) error {
 	var parts []*partition
+	wake := &waker{}
 	committed := map[*partition]int64{}
 	for topic, as := range gen.Assignments {
 		for _, a := range as {
@@ -172,7 +174,10 @@ func (c *Consumer) generation(ctx context.Context, gen *kafka.Generation) error 
 			committed[p] = a.Offset
 			parts = append(parts, p)
 			p.log.Debug("assigned", zap.Int64("offset", a.Offset), zap.Int32("generation", gen.ID))
-			p.startAt = a.Offset
+			p.queue = make(chan fetched, c.cfg.QueueCapacity)
+			p.queued.Store(0)
+			p.wake = wake
+			p.offset, p.retryAt, p.backoff = a.Offset, time.Time{}, 0
 		}
 	}
 
@@ -227,6 +232,7 @@ func (c *Consumer) generation(ctx context.Context, gen *kafka.Generation) error 
 			return nil
 		}
 	})
+	g.Go(func() error { return c.fetchAll(gctx, parts, wake) })
 	for _, p := range parts {
 		g.Go(func() error { return p.run(gctx) })
 	}
@@ -255,131 +261,33 @@ func (c *Consumer) generation(ctx context.Context, gen *kafka.Generation) error 
 
 var errGenerationEnded = errors.New("generation ended")
 
-// fetched is one item of a partition's prefetch queue: a record (rec),
-// or the offset every record before which was read (next: the records the
-// reader left out, transaction markers and aborted ones, are done too).
-type fetched struct {
-	m    kafka.Message
-	rec  bool
-	next int64
-}
-
-// run reads the partition from its assigned offset and processes each
-// record in order until ctx ends or a record fails: fetch (a goroutine of
-// run's group) fills a queue of Config.QueueCapacity records, which this
-// goroutine processes.
+// run processes the partition's prefetched records in order until ctx
+// ends or a record fails; the generation's fetchAll fills the queue.
 func (p *partition) run(ctx context.Context) error {
-	c := p.c
-	r := sink.NewPartitionReader(c.kcfg, p.topic, p.id, c.cfg.Isolation == ReadCommitted)
-	defer r.Close()
-	queue := make(chan fetched, c.cfg.QueueCapacity)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return p.fetch(gctx, r, queue) })
-	g.Go(func() error {
-		for {
-			var f fetched
-			select {
-			case <-gctx.Done():
-				return nil
-			case f = <-queue:
-			}
-			if !f.rec {
-				if f.next > p.done.Load() {
-					p.done.Store(f.next)
-				}
-				continue
-			}
-			if err := p.process(gctx, f.m); err != nil {
+	capacity := int64(p.c.cfg.QueueCapacity)
+	for {
+		var f fetched
+		select {
+		case <-ctx.Done():
+			return nil
+		case f = <-p.queue:
+		}
+		if n := p.queued.Add(-f.weight()); n < capacity && n+f.weight() >= capacity {
+			p.wake.wake() // it was paused: fetch it again
+		}
+		for _, m := range f.msgs {
+			if err := p.process(ctx, m); err != nil {
 				var se *StoreError
-				if gctx.Err() != nil && !(errors.As(err, &se) && se.Op == "mark") {
+				if ctx.Err() != nil && !(errors.As(err, &se) && se.Op == "mark") {
 					return nil // revoked or stopping: the record comes back
 				}
 				return err
 			}
 		}
-	})
-	return g.Wait()
-}
-
-// fetch reads the partition from p.startAt (kafka.FirstOffset or
-// LastOffset: the partition's start, or its end, the last stable offset
-// under read_committed) into queue until ctx ends or an error no retry
-// fixes (fetchFatal). Passing errors are logged (at most 3 warnings per
-// 10 s) and tried again after a backoff from 100 ms doubling to 2 s. An
-// offset below the partition's log start (records deleted by retention
-// before they were handled) moves to the log start with an error log.
-func (p *partition) fetch(ctx context.Context, r *sink.PartitionReader, queue chan<- fetched) error {
-	c := p.c
-	warn := logging.NewLimiter(10*time.Second, 3)
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 2 * time.Second
-	backoff := minBackoff
-	offset := p.startAt
-	for ctx.Err() == nil {
-		var err error
-		if offset < 0 {
-			var first, end int64
-			if first, end, err = r.Offsets(ctx); err == nil {
-				if offset == kafka.LastOffset {
-					offset = end
-				} else {
-					offset = first
-				}
-				p.log.Debug("starting", zap.Int64("offset", offset))
-				continue
-			}
-		} else {
-			var f sink.Fetched
-			if f, err = r.Fetch(ctx, offset, c.cfg.MaxBytes, c.cfg.MaxWait); err == nil {
-				backoff = minBackoff
-				for _, m := range f.Records {
-					select {
-					case queue <- fetched{m: m, rec: true, next: m.Offset + 1}:
-					case <-ctx.Done():
-						return nil
-					}
-				}
-				if f.Next > offset {
-					if n := len(f.Records); n == 0 || f.Records[n-1].Offset+1 < f.Next {
-						select {
-						case queue <- fetched{next: f.Next}:
-						case <-ctx.Done():
-							return nil
-						}
-					}
-					offset = f.Next
-				}
-				continue
-			}
-			if errors.Is(err, kafka.OffsetOutOfRange) {
-				if first, _, oerr := r.Offsets(ctx); oerr == nil && offset < first {
-					p.log.Error("the committed offset is below the partition's first offset: records deleted by retention before they were handled",
-						zap.Int64("offset", offset), zap.Int64("first", first), zap.Int64("lost", first-offset))
-					offset = first
-					continue
-				}
-			}
+		if f.next > p.done.Load() {
+			p.done.Store(f.next)
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if fetchFatal(err) {
-			return err
-		}
-		// A broker down, a leader moving, a storage error, an offset past
-		// the end (a truncated log): try again.
-		if ok, suppressed := warn.Allow(time.Now()); ok {
-			p.log.Warn("reading the partition failed; retrying", zap.Int64("offset", offset), zap.Error(err), zap.Int("suppressed", suppressed))
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxBackoff)
 	}
-	return nil
 }
 
 // fetchFatal reports whether an error of the partition reader ends Run:

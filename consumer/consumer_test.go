@@ -391,3 +391,103 @@ func debeziumTopic() (brokers []string, stop func()) {
 	}
 	return cluster.ListenAddrs(), cluster.Close
 }
+
+// The partitions are read as the Java consumer reads them: one Fetch
+// request per leader broker holding all the partitions it leads (before:
+// a request per partition, so the broker served n requests per round for
+// n partitions). When leaders move mid-stream (NOT_LEADER_OR_FOLLOWER),
+// the reads are grouped again by fresh metadata: every record is handled,
+// once, in order.
+func TestFetchPerLeaderFollowsMovedLeaders(t *testing.T) {
+	const parts, n = 6, 200 // n records per partition, half before the moves
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(parts, "im.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	var mu sync.Mutex
+	most := 0 // the most partitions in one Fetch request
+	cluster.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		k := 0
+		for _, t := range req.(*kmsg.FetchRequest).Topics {
+			k += len(t.Partitions)
+		}
+		mu.Lock()
+		most = max(most, k)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.DefaultProduceTopic("im.events"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(from, to int64) {
+		var recs []*kgo.Record
+		for s := from; s <= to; s++ {
+			for p := range int32(parts) {
+				recs = append(recs, kgoRecord(p, int64(p), s, uint64(int64(p)*10_000+s)))
+			}
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(1, n/2)
+	seqs := map[int][]int64{}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		c := 0
+		for _, s := range seqs {
+			c += len(s)
+		}
+		return c
+	}
+	c, err := consumer.New(consumer.Config{Brokers: cluster.ListenAddrs(), Topics: []string{"im.events"}, Group: "g", MaxWait: 50 * time.Millisecond},
+		consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
+			mu.Lock()
+			seqs[r.Partition] = append(seqs[r.Partition], r.SeqNo)
+			mu.Unlock()
+			return nil
+		}), consumer.Options{OnGap: func(_ context.Context, g consumer.Gap) error { t.Errorf("unexpected %s", g); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var g errgroup.Group
+	g.Go(func() error { return c.Run(ctx) })
+	for count() < parts*n/2 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for p := range int32(parts) {
+		if err := cluster.MoveTopicPartition("im.events", p, (p+1)%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(n/2+1, n)
+	for count() < parts*n && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for p := range parts {
+		want := make([]int64, n)
+		for i := range want {
+			want[i] = int64(i + 1)
+		}
+		if !slices.Equal(seqs[p], want) {
+			t.Errorf("partition %d: handled %d records %v..., want seq_no 1..%d once each, in order", p, len(seqs[p]), seqs[p][:min(len(seqs[p]), 5)], n)
+		}
+	}
+	if most < 2 {
+		t.Errorf("the largest Fetch request held %d partitions, want all of a leader's (%d partitions on 3 brokers)", most, parts)
+	}
+}

@@ -7,8 +7,10 @@
 //
 //   - Joins a Kafka consumer group (segmentio/kafka-go's ConsumerGroup:
 //     JoinGroup/SyncGroup/Heartbeat, KIP-62 session and rebalance timeouts)
-//     and reads each assigned partition with its own reader
-//     (sink.PartitionReader: Fetch v4+ to the partition's leader) in
+//     and reads the assigned partitions as the Java consumer does, one
+//     Fetch v4+ request per leader broker for all the partitions it leads
+//     (sink.Reader; fetch.go), not one per partition, so that the broker
+//     serves one request per round whatever the partition count, in
 //     Config.Isolation, read_uncommitted or read_committed (KIP-98). Under
 //     read_committed nothing past the last stable offset is read and the
 //     records of aborted transactions are dropped by each Fetch answer's
@@ -62,16 +64,20 @@
 // the broker refuses ends Run with a *sink.SecurityError naming the
 // setting.
 //
-// Back-pressure: each partition is read by its own reader whose prefetch
-// queue holds at most Config.QueueCapacity records (plus one Fetch answer,
-// at most Config.MaxBytes); a slow handler slows its partition only, and
-// memory stays bounded (window, sequence state and queue sizes are all
-// limits).
+// Back-pressure: each partition's prefetch queue holds at most
+// Config.QueueCapacity records (plus one Fetch answer, at most
+// Config.MaxBytes); a partition whose queue is full is left out of its
+// leader's next requests (paused) until its handler drained it, so a slow
+// handler slows its partition only, and memory stays bounded (window,
+// sequence state and queue sizes are all limits). A paused partition is
+// fetched again after the request in flight, within Config.MaxWait.
 //
-// Failures: a passing error of a partition read (a broker unreachable, a
-// leader moving, a temporary Kafka error) is logged (at most 3 warnings
-// per 10 s) and the read tried again with backoff (100 ms doubling to
-// 2 s); an offset below the log start (deleted by retention before it was
+// Failures: a passing error of a read (a broker unreachable, a leader
+// moving, a temporary Kafka error) is logged (at most 3 warnings per
+// 10 s) and the reads grouped again by fresh metadata after a backoff
+// (100 ms doubling to 2 s), the partitions without a leader looked up
+// again while the others are read; an offset past a partition's end is
+// tried again with a backoff of its own; an offset below the log start (deleted by retention before it was
 // handled) moves to the log start with an error log; a refused login or a
 // Kafka error that is not temporary (authorization failed) ends Run. A
 // handler error is retried Config.HandlerAttempts times with

@@ -31,9 +31,20 @@ type partition struct {
 	// skipped): every record before it is done, since process runs in
 	// offset order. -1 before the first.
 	done atomic.Int64
-	// startAt is the assigned offset of the current generation
-	// (kafka.FirstOffset / LastOffset without a committed one).
-	startAt int64
+	// The current generation's fetch state (fetch.go). queue holds the
+	// prefetched answers (Config.QueueCapacity items: see fetched.weight)
+	// and queued the records in it; wake is the generation's, told when a
+	// handler drains the queue below QueueCapacity. offset, retryAt and
+	// backoff belong to the leader's loop reading the partition: offset
+	// is the next to fetch (kafka.FirstOffset / LastOffset at the start
+	// without a committed one), retryAt and backoff the wait after an
+	// offset past the end.
+	queue   chan fetched
+	queued  atomic.Int64
+	wake    *waker
+	offset  int64
+	retryAt time.Time
+	backoff time.Duration
 }
 
 func (c *Consumer) newPartition(topic string, id int) *partition {

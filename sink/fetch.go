@@ -27,28 +27,21 @@ const (
 // the control records (COMMIT/ABORT transaction markers, KIP-98) at every
 // isolation level, and under read_committed the records of aborted
 // transactions, by the answer's aborted-transactions list (committedRecords).
+// It is a Reader of that one partition, its leader looked up when unknown.
 // The connections are made with Config's Brokers, TLS, SASL and
 // DialTimeout, as the publisher's. Not safe for concurrent use: one per
 // partition.
 type PartitionReader struct {
-	topic         string
-	partition     int32
-	readCommitted bool
-	timeout       time.Duration // dial, and the answer's margin beyond the fetch's wait
-	cl            *cluster
-	bc            *brokerConn // the leader's connection; nil before the first fetch or after a failure
+	topic     string
+	partition int32
+	r         *Reader
+	leader    int32 // -1: to be looked up (at the start, after a failure)
 }
 
 // NewPartitionReader returns a reader of topic's partition; readCommitted
 // selects isolation.level read_committed (else read_uncommitted).
 func NewPartitionReader(cfg Config, topic string, partition int, readCommitted bool) *PartitionReader {
-	timeout := cfg.DialTimeout
-	if timeout <= 0 {
-		timeout = DefaultConfig().DialTimeout
-	}
-	cl := newCluster(cfg.Brokers, timeout, false, nil)
-	cl.sec = NewSecurity(cfg)
-	return &PartitionReader{topic: topic, partition: int32(partition), readCommitted: readCommitted, timeout: timeout, cl: cl}
+	return &PartitionReader{topic: topic, partition: int32(partition), r: NewReader(cfg, readCommitted), leader: -1}
 }
 
 // Fetched is one Fetch answer as a consumer sees it.
@@ -74,44 +67,21 @@ type Fetched struct {
 // others (a leader moving, a broker unreachable, a *SecurityError) drop
 // the connection, and the next call asks fresh metadata.
 func (r *PartitionReader) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (Fetched, error) {
-	iso := int8(0)
-	if r.readCommitted {
-		iso = 1
-	}
-	req := &fetchAPI.Request{ReplicaID: -1, MaxWaitTime: int32(maxWait.Milliseconds()), MinBytes: 1, MaxBytes: int32(maxBytes),
-		IsolationLevel: iso, SessionEpoch: -1, Topics: []fetchAPI.RequestTopic{{Topic: r.topic, Partitions: []fetchAPI.RequestPartition{{
-			Partition: r.partition, CurrentLeaderEpoch: -1, FetchOffset: offset, LogStartOffset: -1, PartitionMaxBytes: int32(maxBytes)}}}}}
-	res, err := r.roundTrip(ctx, req, fetchMinVersion, fetchMaxVersion, maxWait+r.timeout)
-	if err != nil {
+	if err := r.lookup(ctx); err != nil {
 		return Fetched{}, err
 	}
-	rp, err := fetchedPartition(res.(*fetchAPI.Response), r.topic, r.partition)
+	res, err := r.r.Fetch(ctx, r.leader, []Position{{Topic: r.topic, Partition: r.partition, Offset: offset}}, maxBytes, maxBytes, maxWait)
 	if err != nil {
-		if !errors.Is(err, kafka.OffsetOutOfRange) {
-			r.drop() // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...: ask the leader again
-		}
-		return Fetched{}, fmt.Errorf("fetch %s/%d: %w", r.topic, r.partition, err)
+		r.leader = -1
+		return Fetched{}, fmt.Errorf("%s/%d: %w", r.topic, r.partition, err)
 	}
-	f := Fetched{HighWatermark: rp.HighWatermark, LastStable: rp.LastStableOffset, LogStart: rp.LogStartOffset}
-	f.Next, err = committedRecords(rp, offset, r.readCommitted, func(rec *protocol.Record) error {
-		m := kafka.Message{Topic: r.topic, Partition: int(r.partition), Offset: rec.Offset, Time: rec.Time}
-		var err error
-		if m.Key, err = protocol.ReadAll(rec.Key); err != nil {
-			return err
+	if err := res[0].Err; err != nil {
+		if !errors.Is(err, kafka.OffsetOutOfRange) {
+			r.forget() // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...: ask the leader again
 		}
-		if m.Value, err = protocol.ReadAll(rec.Value); err != nil {
-			return err
-		}
-		if len(rec.Headers) > 0 {
-			m.Headers = make([]kafka.Header, len(rec.Headers))
-			for i, h := range rec.Headers {
-				m.Headers[i] = kafka.Header{Key: h.Key, Value: slices.Clone(h.Value)}
-			}
-		}
-		f.Records = append(f.Records, m)
-		return nil
-	})
-	return f, err
+		return Fetched{}, err
+	}
+	return res[0].Fetched, nil
 }
 
 // fetchedPartition returns the partition's part of a Fetch answer, or
@@ -137,77 +107,40 @@ func fetchedPartition(fr *fetchAPI.Response, topic string, partition int32) (*fe
 // the last stable offset under read_committed, else the high watermark
 // (ListOffsets with the reader's isolation level, KIP-98).
 func (r *PartitionReader) Offsets(ctx context.Context) (first, end int64, err error) {
-	if err := r.connect(ctx); err != nil {
+	if err := r.lookup(ctx); err != nil {
 		return 0, 0, err
 	}
-	iso := int8(0)
-	if r.readCommitted {
-		iso = 1
-	}
-	if first, err = listOffset(ctx, r.bc, r.topic, r.partition, -2, iso, r.timeout, withinDial); err == nil {
-		end, err = listOffset(ctx, r.bc, r.topic, r.partition, -1, iso, r.timeout, withinDial)
-	}
-	if err != nil {
-		r.drop()
+	if first, end, err = r.r.Offsets(ctx, r.leader, r.topic, r.partition); err != nil {
+		r.forget()
 	}
 	return first, end, err
 }
 
-// roundTrip sends msg to the leader (within versions lo..hi) and waits up
-// to timeout (kafka.dial-timeout, with a fetch's max wait) for the
-// answer; a failure drops the connection.
-func (r *PartitionReader) roundTrip(ctx context.Context, msg protocol.Message, lo, hi int16, timeout time.Duration) (protocol.Message, error) {
-	if err := r.connect(ctx); err != nil {
-		return nil, err
-	}
-	cl, err := r.bc.send(msg, lo, hi, timeout, withinDial)
-	if err == nil {
-		var res protocol.Message
-		if res, err = cl.wait(ctx); err == nil {
-			return res, nil
-		}
-	}
-	addr := r.bc.addr
-	r.drop()
-	return nil, fmt.Errorf("%s/%d from %s: %w", r.topic, r.partition, addr, err)
-}
-
-// connect dials the partition's leader unless connected.
-func (r *PartitionReader) connect(ctx context.Context) error {
-	if r.bc != nil && r.bc.alive() {
+// lookup finds the partition's leader unless known.
+func (r *PartitionReader) lookup(ctx context.Context) error {
+	if r.leader >= 0 {
 		return nil
 	}
-	r.drop()
-	meta, err := r.cl.metadata(ctx, r.topic, true)
+	leaders, err := r.r.Leaders(ctx, r.topic)
 	if err != nil {
 		return err
 	}
-	leader := leaderOf(meta, r.partition)
-	addr, ok := r.cl.brokers[leader]
-	if !ok {
-		return fmt.Errorf("%s/%d: %w", r.topic, r.partition, kafka.LeaderNotAvailable)
+	if l, ok := leaders[r.partition]; ok && l >= 0 {
+		r.leader = l
+		return nil
 	}
-	bc, err := dialBroker(ctx, addr, r.timeout, r.cl.sec)
-	if err != nil {
-		return err
-	}
-	r.bc = bc
-	return nil
+	return fmt.Errorf("%s/%d: %w", r.topic, r.partition, kafka.LeaderNotAvailable)
 }
 
-// drop closes the leader's connection (the next call dials again).
-func (r *PartitionReader) drop() {
-	if r.bc != nil {
-		r.bc.close()
-		r.bc = nil
-	}
+// forget drops the leader's connection and the leader: the next call
+// looks it up again.
+func (r *PartitionReader) forget() {
+	r.r.drop()
+	r.leader = -1
 }
 
 // Close closes the reader's connections.
-func (r *PartitionReader) Close() {
-	r.drop()
-	r.cl.close()
-}
+func (r *PartitionReader) Close() { r.r.Close() }
 
 // committedRecords calls keep with each record of a Fetch answer's
 // partition rp at or after offset, in offset order, that a consumer is

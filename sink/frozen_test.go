@@ -63,6 +63,12 @@ func TestFrozenBrokerNamesDialTimeout(t *testing.T) {
 			_, _, err := r.Offsets(ctx)
 			return err
 		},
+		"Reader": func() error {
+			r := NewReader(cfg, false)
+			defer r.Close()
+			_, err := r.Leaders(ctx, "t")
+			return err
+		},
 	} {
 		start := time.Now()
 		err := f()
