@@ -74,11 +74,13 @@ type Router struct {
 	id    string // replay_id
 }
 
-func (r Router) Topic(eventType string) (string, error) {
+// Topic is the topic of e's record: --topic when given, else the one
+// the configured router and mappings give it (router.Router.EventTopic).
+func (r Router) Topic(e *binlog.Event) (string, error) {
 	if r.topic != "" {
 		return r.topic, nil
 	}
-	return r.inner.Topic(eventType)
+	return r.inner.EventTopic(e)
 }
 
 func (r Router) Route(e *binlog.Event, end binlog.Position) (kafka.Message, error) {

@@ -81,7 +81,7 @@ func TestReplayRouter(t *testing.T) {
 		if m.Topic != wantTopic || string(m.Key) != "7" || string(m.Value) != "{}" {
 			t.Errorf("override %q: record %s key %s value %s", override, m.Topic, m.Key, m.Value)
 		}
-		if topic, _ := rt.Topic(e.EventType); topic != wantTopic {
+		if topic, _ := rt.Topic(e); topic != wantTopic {
 			t.Errorf("override %q: Topic = %s, want %s", override, topic, wantTopic)
 		}
 		// All the live headers, in order, then replayed and replay_id.

@@ -174,7 +174,7 @@ func (c *counter) count(txn *binlog.Txn) {
 	}
 	for i := range txn.Events {
 		e := &txn.Events[i]
-		topic, _ := c.rt.Topic(e.EventType)
+		topic, _ := c.rt.Topic(e)
 		s.PerTopic[topic]++
 		if s.Events == 0 {
 			s.FirstRow, s.FirstEnd = e.Pos.FilePos(), txn.End.FilePos()

@@ -39,9 +39,10 @@ type ExplicitPartition struct {
 // OutboxTable returns the row's table, "schema.table".
 func (p ExplicitPartition) OutboxTable() string { return p.Table.OutboxTable() }
 
-// routeMapped is Route for a table whose mapping is not the plain im
-// preset: everything comes from e.Vals by the mapping's slots.
-func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
+// mappedTopic is the topic of e, a row of a table whose mapping is not
+// the plain im preset (its topic column, template or fixed name), with
+// CheckTopic's verdict on it.
+func (r *Router) mappedTopic(e *binlog.Event) (string, error) {
 	m := e.Table.Mapping
 	v := e.Vals
 	f := Routed{By: m.TopicBy}
@@ -62,8 +63,24 @@ func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Messag
 		b, null, empty := m.Topic.Render(make([]byte, 0, 64), v)
 		f.Topic, f.Null, f.Empty = string(b), null, empty
 	}
-	topic := f.Topic
-	terr := CheckTopic(f, r.reserved)
+	return f.Topic, CheckTopic(f, r.reserved)
+}
+
+// EventTopic is the topic Route gives e (its mapping's, else router.topic
+// by its event type), with CheckTopic's verdict on it (a *TopicError).
+func (r *Router) EventTopic(e *binlog.Event) (string, error) {
+	if e.Table != nil && !e.Table.Mapping.IM {
+		return r.mappedTopic(e)
+	}
+	return r.Topic(e.EventType)
+}
+
+// routeMapped is Route for a table whose mapping is not the plain im
+// preset: everything comes from e.Vals by the mapping's slots.
+func (r *Router) routeMapped(e *binlog.Event, end binlog.Position) (kafka.Message, error) {
+	m := e.Table.Mapping
+	v := e.Vals
+	topic, terr := r.mappedTopic(e)
 
 	n := 2*11 + len(e.Pos.File) + len(end.File) + len(e.Pos.GTID) + 64
 	buf := make([]byte, 0, n)

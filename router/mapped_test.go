@@ -61,3 +61,35 @@ func compileTable(t *testing.T, c mapping.Config, cols []mapping.Column) *binlog
 	}
 	return tbl
 }
+
+// EventTopic gives the topic Route gives: the mapping's for a mapped
+// table (the debezium preset: outbox.event.{aggregatetype}), not
+// router.topic, which replay counted its records by (it printed
+// "topic im.events: 3" for records published to outbox.event.order).
+func TestEventTopicIsRoutesTopic(t *testing.T) {
+	cols := []mapping.Column{{Name: "id", DataType: "varchar"}, {Name: "aggregatetype", DataType: "varchar"}, {Name: "aggregateid", DataType: "varchar"},
+		{Name: "type", DataType: "varchar"}, {Name: "payload", DataType: "json"}}
+	r := New(Config{Topic: "im.{event_type}"}, Reserved{})
+	tbl := compileTable(t, mapping.Config{Preset: mapping.PresetDebezium}, cols)
+	vals := make([][]byte, len(tbl.Mapping.Cols))
+	for s, c := range tbl.Mapping.Cols {
+		vals[s] = []byte(map[string]string{"id": "u1", "aggregatetype": "order", "aggregateid": "k1", "type": "T", "payload": "{}"}[c])
+	}
+	for _, c := range []struct {
+		name string
+		e    *binlog.Event
+		want string
+	}{
+		{"mapped", &binlog.Event{Table: tbl, Vals: vals, Payload: []byte("{}")}, "outbox.event.order"},
+		{"im", &binlog.Event{ID: 1, EventType: "message.created", Payload: []byte("{}")}, "im.message.created"},
+	} {
+		m, err := r.Route(c.e, binlog.Position{File: "f", Pos: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.EventTopic(c.e)
+		if err != nil || got != c.want || got != m.Topic {
+			t.Errorf("%s: EventTopic = %q, %v; Route's topic %q; want %q", c.name, got, err, m.Topic, c.want)
+		}
+	}
+}
