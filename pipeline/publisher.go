@@ -18,6 +18,7 @@ import (
 	"github.com/cdc-outbox/cdc-outbox/health"
 	"github.com/cdc-outbox/cdc-outbox/internal/logging"
 	"github.com/cdc-outbox/cdc-outbox/internal/rawconn"
+	"github.com/cdc-outbox/cdc-outbox/mapping"
 	"github.com/cdc-outbox/cdc-outbox/router"
 	"github.com/cdc-outbox/cdc-outbox/sink"
 	"go.uber.org/zap"
@@ -164,13 +165,31 @@ func (p *Publisher) Run(ctx context.Context) error {
 	return p.run(ctx)
 }
 
+// startTopic is the start log's "topic": router.topic for the im preset,
+// else where the mapping takes it from (a template, or a column), or
+// "by each table's mapping" under source.tables.
+func startTopic(cfg config.Config) string {
+	src := cfg.Source
+	if len(src.Tables) > 0 {
+		return "by each table's mapping (source.tables)"
+	}
+	if src.Mapping.IsIM() {
+		return cfg.Router.Topic
+	}
+	m, _ := mapping.Resolve(src.Mapping)
+	if m.TopicColumn != "" {
+		return "from column " + m.TopicColumn
+	}
+	return cmp.Or(m.Topic, cfg.Router.Topic)
+}
+
 func (p *Publisher) run(ctx context.Context) error {
 	cfg := p.cfg
 	src := cfg.Source.Redacted()
 	p.log.Info("starting", zap.String("version", p.opts.Version),
 		zap.String("addr", src.Addr), zap.String("user", src.User), zap.Uint32("server_id", src.ServerID),
 		zap.String("table", src.Schema+"."+src.Table), zap.String("position_mode", src.PositionMode), zap.String("start", src.Start),
-		zap.String("topic", cfg.Router.Topic), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
+		zap.String("topic", startTopic(cfg)), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
 		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Where()),
 		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover))
 	// security.go, tls.go, client.go: what protects each connection.
