@@ -210,7 +210,11 @@ func (s *Server) checkPrivileges() []error {
 	if _, err := s.conn.Execute(q); err != nil {
 		switch code(err) {
 		case codeTableAccessDenied:
-			errs = append(errs, fmt.Errorf("%w: %q cannot SELECT from %s.%s: GRANT SELECT ON %s.%s TO the publisher's user (%s)", ErrPrivileges, s.cfg.User, s.cfg.Schema, s.cfg.Table, s.cfg.Schema, s.cfg.Table, fix))
+			// The server answers a missing table with this too when the
+			// user may not see it: name both causes, and the tables the
+			// user can read there (a typo in source.table).
+			errs = append(errs, fmt.Errorf("%w: %q cannot SELECT from %s.%s: GRANT SELECT ON %s.%s TO the publisher's user (%s); or the table does not exist: %s",
+				ErrPrivileges, s.cfg.User, s.cfg.Schema, s.cfg.Table, s.cfg.Schema, s.cfg.Table, fix, s.readable()))
 		case codeNoSuchTable:
 			errs = append(errs, fmt.Errorf("%w: table %s.%s does not exist: create it from schema/%s.sql or fix source.schema / source.table", ErrServerConfig, s.cfg.Schema, s.cfg.Table, s.flavor))
 		default:
@@ -218,6 +222,23 @@ func (s *Server) checkPrivileges() []error {
 		}
 	}
 	return errs
+}
+
+// readable names, for an error, the tables of source.schema the user can
+// read (information_schema lists only those): where source.table may
+// have a typo.
+func (s *Server) readable() string {
+	var names []string
+	if r, err := s.conn.Execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY TABLE_NAME LIMIT 20", s.cfg.Schema); err == nil {
+		for i := 0; i < r.RowNumber(); i++ {
+			n, _ := r.GetString(i, 0)
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("check source.schema (%s) and source.table (%s); the user can read no table in %s", s.cfg.Schema, s.cfg.Table, s.cfg.Schema)
+	}
+	return fmt.Sprintf("check source.table (%s); the user can read in %s: %s", s.cfg.Table, s.cfg.Schema, strings.Join(names, ", "))
 }
 
 // ownServerID fails with ErrOwnServerID when own, the source's
@@ -291,7 +312,7 @@ func (s *Server) Columns() ([]string, error) {
 		cols[i], _ = r.GetString(i, 0)
 	}
 	if len(cols) == 0 {
-		return nil, fmt.Errorf("%w: table %s.%s not found in information_schema: create it from schema/%s.sql", ErrServerConfig, s.cfg.Schema, s.cfg.Table, s.flavor)
+		return nil, fmt.Errorf("%w: table %s.%s not found in information_schema: create it from schema/%s.sql, or fix source.schema / source.table", ErrServerConfig, s.cfg.Schema, s.cfg.Table, s.flavor)
 	}
 	return cols, nil
 }

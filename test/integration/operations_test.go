@@ -414,6 +414,14 @@ func TestCheckWarnsWithoutReplicaListing(t *testing.T) {
 			t.Fatalf("check printed a line that is not part of the report: %q\n%s", line, out)
 		}
 	}
+	// A typo in source.table: the server answers "access denied" for a
+	// table the user may not see, also when it does not exist. The error
+	// names both causes and the tables the user can read (it named only
+	// the GRANT, which then failed: the table does not exist).
+	out, code = e.cli([]string{"CDC_OUTBOX_SOURCE_USER=" + user, "CDC_OUTBOX_SOURCE_PASSWORD=pw", "CDC_OUTBOX_SOURCE_TABLE=" + e.outbox + "_typo"}, "check")
+	if code != 1 || !strings.Contains(out, "or the table does not exist: check source.table ("+e.outbox+"_typo); the user can read in "+mysqlDB+": "+e.outbox) {
+		t.Fatalf("check with a typo in source.table: exit %d, want 1 naming the table the user can read:\n%s", code, out)
+	}
 }
 
 // A checkpoint whose binlog is no longer on the server: check fails under
