@@ -210,6 +210,10 @@ func applyEnv(cfg *Config, environ []string) error {
 			continue
 		}
 		if !known[k] {
+			if strings.HasPrefix(k, EnvPrefix+"SOURCE_MAPPING_") || strings.HasPrefix(k, EnvPrefix+"SOURCE_TABLES_") || strings.HasPrefix(k, EnvPrefix+"SOURCES_") {
+				errs = append(errs, fmt.Errorf("%s: no such setting: source.mapping, source.tables and sources have no variables; set them in the config file (docs/mapping.md)", k))
+				continue
+			}
 			errs = append(errs, fmt.Errorf("%s: no such setting%s", k, suggest(k, names)))
 			continue
 		}
@@ -321,6 +325,23 @@ func suggest(k string, names []string) string {
 	}
 	if best == "" {
 		return " (every variable is in docs/configuration.md, or cdc-outbox config reference: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, HA, or CDC_OUTBOX_<KEY> for the top-level keys)"
+	}
+	return "; did you mean " + best + "?"
+}
+
+// suggestKey names the key of keys closest to the unknown key k of a
+// YAML section ("server_id": "server-id"), if one is close: the keys are
+// kebab-case.
+func suggestKey(k string, keys []string) string {
+	kk := strings.ReplaceAll(strings.ToLower(k), "_", "-")
+	best, bestD := "", len(kk)/3+1
+	for _, n := range keys {
+		if d := editDistance(kk, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return ""
 	}
 	return "; did you mean " + best + "?"
 }
@@ -471,10 +492,12 @@ func explainYAML(err error, data []byte, doc yamlDoc) error {
 		}
 		switch {
 		case ok:
-			msgs[i] = fmt.Sprintf("%s: %s%s: unknown key; %s has: %s", sm[1], sec.path, sm[2],
+			msgs[i] = fmt.Sprintf("%s: %s%s: unknown key%s; %s has: %s", sm[1], sec.path, sm[2], suggestKey(sm[2], yamlKeys(sec.t)),
 				cmp.Or(strings.TrimSuffix(sec.path, "."), doc.label), strings.Join(yamlKeys(sec.t), ", "))
 		case strings.Contains(m, "into time.Duration"):
 			msgs[i] = m + " (a duration needs a unit, e.g. 30s, 500ms or 2m)"
+		case strings.Contains(m, "!!str") && strings.Contains(m, "into []string"):
+			msgs[i] = m + " (a list: [a, b], or one \"- a\" per line)"
 		default:
 			msgs[i] = m
 		}

@@ -141,10 +141,12 @@ func TestLoadConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"unknown top-level key", "sourcez:\n  user: u\n", "line 1: sourcez: unknown key; the top level has: source, router, kafka"},
-		{"unknown nested key", "source:\n  user: u\n  pasword: x\n", "line 3: source.pasword: unknown key; source has: flavor, addr, user, password"},
-		{"snake_case key is unknown", "source:\n  server_id: 7\n", "source.server_id: unknown key"},
-		{"camelCase key is unknown", "kafka:\n  batchSize: 7\n", "kafka.batchSize: unknown key; kafka has: brokers, batch-size"},
+		{"unknown top-level key", "sourcez:\n  user: u\n", "line 1: sourcez: unknown key; did you mean source?; the top level has: source, router, kafka"},
+		{"unknown nested key", "source:\n  user: u\n  pasword: x\n", "line 3: source.pasword: unknown key; did you mean password?; source has: flavor, addr, user, password"},
+		{"snake_case key is unknown", "source:\n  server_id: 7\n", "source.server_id: unknown key; did you mean server-id?"},
+		{"no suggestion when nothing is close", "source:\n  zzzzzzzz: 7\n", "source.zzzzzzzz: unknown key; source has:"},
+		{"a scalar for a list", "kafka:\n  brokers: 127.0.0.1:9092\n", "into []string (key kafka.brokers) (a list: [a, b], or one \"- a\" per line)"},
+		{"camelCase key is unknown", "kafka:\n  batchSize: 7\n", "kafka.batchSize: unknown key; did you mean batch-size?; kafka has: brokers, batch-size"},
 		{"every error at once", "source:\n  read-timeout: 30\nkafka:\n  batch-sise: 10\n", "(a duration needs a unit, e.g. 30s, 500ms or 2m)\nline 4: kafka.batch-sise: unknown key"},
 		{"bad type", "source:\n  server-id: abc\n", "line 2: cannot unmarshal !!str `abc` into uint32"},
 		{"bad duration", "source:\n  read-timeout: soon\n", "soon"},
@@ -446,6 +448,7 @@ func TestApplyEnvErrors(t *testing.T) {
 		"CDC_OUTBOX_KAFKA_BATCH_SIZE=lots",
 		"CDC_OUTBOX_SOURCE_READ_TIMEOUT=5",
 		"CDC_OUTBOX_NOTHING_LIKE_IT=1",
+		"CDC_OUTBOX_SOURCE_MAPPING_PRESET=generic",
 	})
 	if err == nil {
 		t.Fatal("no error")
@@ -456,6 +459,8 @@ func TestApplyEnvErrors(t *testing.T) {
 		`CDC_OUTBOX_KAFKA_BATCH_SIZE="lots": want an integer`,
 		`CDC_OUTBOX_SOURCE_READ_TIMEOUT="5": want a duration with a unit`,
 		"CDC_OUTBOX_NOTHING_LIKE_IT: no such setting (every variable is in docs/configuration.md",
+		// Not "did you mean CDC_OUTBOX_SOURCE_ON_PURGED?".
+		"CDC_OUTBOX_SOURCE_MAPPING_PRESET: no such setting: source.mapping, source.tables and sources have no variables; set them in the config file",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)

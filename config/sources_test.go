@@ -113,7 +113,7 @@ func TestSourcesValidate(t *testing.T) {
 	_, err = Load(writeConfig(t, strings.Split(sourcesYAML, "sources:")[0]+"sources:\n  - name: x\n    sourcee: {}\n"))
 	// Named in the file's terms: the key path, the entry's keys and the
 	// file's line (not the Go type, not the line of the entry re-rendered).
-	if err == nil || !strings.Contains(err.Error(), "sources[0] (line 19): line 20: sources[0].sourcee: unknown key; sources[0] has: name, source, router, kafka, checkpoint") ||
+	if err == nil || !strings.Contains(err.Error(), "sources[0] (line 19): line 20: sources[0].sourcee: unknown key; did you mean source?; sources[0] has: name, source, router, kafka, checkpoint") ||
 		strings.Contains(err.Error(), "type config.") {
 		t.Errorf("unknown key in an entry: %v", err)
 	}
