@@ -27,7 +27,7 @@ type Position struct {
 	Pos     uint32    `json:"pos"`
 	GTIDSet string    `json:"gtid_set,omitempty"`
 	GTID    string    `json:"gtid,omitempty"`
-	Time    time.Time `json:"event_time,omitempty"`
+	Time    time.Time `json:"event_time,omitzero"`
 	Opened  time.Time `json:"file_opened,omitzero"`
 }
 
