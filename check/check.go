@@ -167,7 +167,11 @@ func Run(ctx context.Context, cfg config.Config, r *Report) {
 	case err != nil:
 		r.fail("redis", "TLS: %v", err)
 	case state == "":
-		r.warn("redis", "plaintext connection (checkpoint.tls.enabled: false): the password and checkpoints cross the network unencrypted")
+		what := "the checkpoints cross"
+		if cfg.Checkpoint.Password != "" || cfg.Checkpoint.PasswordFile != "" {
+			what = "the password and checkpoints cross"
+		}
+		r.warn("redis", "plaintext connection (checkpoint.tls.enabled: false): %s the network unencrypted", what)
 	default:
 		r.ok("redis", "TLS: %s", state)
 	}
@@ -371,7 +375,11 @@ func checkSourceTLS(ctx context.Context, src binlog.Config, r *Report) {
 func checkKafkaSecurity(ctx context.Context, cfg config.Config, r *Report) {
 	conns, err := sink.Probe(ctx, cfg.Kafka)
 	if err != nil {
-		r.fail("kafka", "%v", err)
+		if errors.Is(err, sink.ErrSecurity) {
+			r.fail("kafka", "%v", err) // names its setting
+		} else {
+			r.fail("kafka", "%v (check kafka.brokers: %s)", err, strings.Join(cfg.Kafka.Brokers, ","))
+		}
 		return
 	}
 	for _, c := range conns {
