@@ -29,6 +29,7 @@ type Audit struct {
 	order        string              // the header holding the ordering column's value; "" none
 	conv         map[string]*convState
 	rep          AuditReport
+	maxMissing   uint64 // the largest id of a missing row (integer ids)
 }
 
 type convState struct {
@@ -63,6 +64,12 @@ type AuditReport struct {
 	// Split: (topic, conversation) pairs seen on more than one partition.
 	Split    int
 	Problems []string
+	// OldestPublished is the smallest event id in range found on the
+	// topics (integer ids; 0: none). When every missing row is older
+	// (BeforeFirst), the publisher most likely started after them
+	// (source.start: latest): the report says to verify from there.
+	OldestPublished uint64
+	BeforeFirst     bool
 }
 
 // OK reports whether nothing was lost, reordered or split.
@@ -95,6 +102,10 @@ func (r *AuditReport) String() string {
 	}
 	if len(r.MissingStrIDs) > 0 {
 		fmt.Fprintf(&b, "! missing event ids (first %d): %s\n", len(r.MissingStrIDs), strings.Join(r.MissingStrIDs, " "))
+	}
+	if r.BeforeFirst {
+		fmt.Fprintf(&b, "! every missing row is older than the oldest event on the topics (id %d): if the publisher started after them (source.start: latest, or a checkpoint set later), verify from there: --since-id %d\n",
+			r.OldestPublished, r.OldestPublished)
 	}
 	return b.String()
 }
@@ -214,6 +225,7 @@ func (a *Audit) AddRow(row Row) {
 	w, m := a.bit(row.ID)
 	if a.seen[w]&m == 0 {
 		a.rep.Missing++
+		a.maxMissing = max(a.maxMissing, row.ID)
 		if len(a.rep.MissingIDs) < 20 {
 			a.rep.MissingIDs = append(a.rep.MissingIDs, row.ID)
 		}
@@ -258,5 +270,12 @@ func (a *Audit) Report() AuditReport {
 	}
 	published += len(a.str)
 	rep.NotInTable = published - (rep.Rows - rep.Missing)
+	for i, w := range a.seen {
+		if w != 0 {
+			rep.OldestPublished = a.minID + uint64(i)*64 + uint64(bits.TrailingZeros64(w))
+			break
+		}
+	}
+	rep.BeforeFirst = rep.Missing > 0 && a.str == nil && rep.OldestPublished > 0 && a.maxMissing < rep.OldestPublished
 	return rep
 }

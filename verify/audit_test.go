@@ -2,6 +2,7 @@ package verify
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -106,5 +107,35 @@ func TestStringAudit(t *testing.T) {
 				t.Fatal("Clone shares row state")
 			}
 		})
+	}
+}
+
+// Rows missing only before the oldest published event (a publisher that
+// started at latest after them) are told apart from a gap: the report
+// names --since-id with that event; a gap after it gets no such hint.
+func TestAuditMissingBeforeFirst(t *testing.T) {
+	rows := []Row{{1, 10, 1}, {2, 10, 2}, {3, 20, 1}, {4, 10, 3}}
+	for _, c := range []struct {
+		name string
+		recs []Record
+		want bool
+	}{
+		{"started after rows 1 and 2", []Record{arec("t", "20", 1, "3", 1), arec("t", "10", 0, "4", 3)}, true},
+		{"a gap after the first event", []Record{arec("t", "10", 0, "1", 1), arec("t", "10", 0, "4", 3)}, false},
+		{"nothing missing", []Record{arec("t", "10", 0, "1", 1), arec("t", "10", 0, "2", 2), arec("t", "20", 1, "3", 1), arec("t", "10", 0, "4", 3)}, false},
+		{"nothing published", nil, false},
+	} {
+		a := NewAudit(1, 5)
+		for _, r := range c.recs {
+			a.Add(r)
+		}
+		for _, r := range rows {
+			a.AddRow(r)
+		}
+		rep := a.Report()
+		hint := strings.Contains(rep.String(), "verify from there: --since-id 3")
+		if rep.BeforeFirst != c.want || hint != c.want {
+			t.Errorf("%s: BeforeFirst %v, hint %v, want %v\n%s", c.name, rep.BeforeFirst, hint, c.want, rep.String())
+		}
 	}
 }
