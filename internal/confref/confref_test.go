@@ -193,3 +193,18 @@ One entry of list.
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A subsection whose parent has no keys of its own (metrics.otlp, with
+// metrics-addr a top-level key) is a section of its own: a level-2
+// heading in the index, not a level-3 one under the section before it.
+func TestMarkdownOrphanSubsection(t *testing.T) {
+	k := func(path string) []Key { return []Key{{Path: path, Type: "string"}} }
+	got := Markdown(Page{Title: "R", TopLevel: "Top level"}, []Section{
+		{Path: "", Keys: k("a")}, {Path: "list[]", Keys: k("list[].x")}, {Path: "metrics.otlp", Keys: k("metrics.otlp.endpoint")},
+		{Path: "metrics.otlp.tls", Keys: k("metrics.otlp.tls.ca")}})
+	for _, want := range []string{"[metrics.otlp](#metricsotlp)\n", "\n## metrics.otlp\n", "\n### metrics.otlp.tls\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -29,9 +29,27 @@ func Markdown(p Page, sections []Section) string {
 	if p.Intro != "" {
 		b.WriteString(strings.TrimSpace(p.Intro) + "\n\n")
 	}
+	keyed := map[string]bool{}
+	for _, s := range sections {
+		keyed[s.Path] = len(s.Keys) > 0
+	}
+	// level is a section's heading depth: a subsection whose parent has
+	// no keys of its own (metrics.otlp: metrics-addr is a top-level key)
+	// is a section of its own, in the index, not under the one before.
+	var level func(path string) int
+	level = func(path string) int {
+		i := strings.LastIndex(path, ".")
+		switch {
+		case depth(path) <= 1 || i <= 0:
+			return depth(path)
+		case !keyed[path[:i]]:
+			return 1
+		}
+		return level(path[:i]) + 1
+	}
 	var toc []string
 	for _, s := range sections {
-		if depth(s.Path) <= 1 && len(s.Keys) > 0 {
+		if level(s.Path) <= 1 && len(s.Keys) > 0 {
 			toc = append(toc, fmt.Sprintf("[%s](#%s)", title(p, s.Path), anchor(title(p, s.Path))))
 		}
 	}
@@ -40,7 +58,7 @@ func Markdown(p Page, sections []Section) string {
 		if len(s.Keys) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s %s\n\n", strings.Repeat("#", min(max(depth(s.Path), 1), 3)+1), title(p, s.Path))
+		fmt.Fprintf(&b, "\n%s %s\n\n", strings.Repeat("#", min(max(level(s.Path), 1), 3)+1), title(p, s.Path))
 		if s.Doc != "" {
 			b.WriteString(s.Doc + "\n\n")
 		}
