@@ -92,9 +92,10 @@ type Config struct {
 	// QueueCapacity is the most records prefetched per partition (default
 	// 100), beside the Fetch answer being queued (at most MaxBytes).
 	QueueCapacity int `yaml:"queue-capacity"`
-	// MaxBytes is the most bytes one Fetch answer returns, per partition
-	// and for all the partitions of one leader together (default 1 MiB;
-	// KIP-74: at least one batch, however large).
+	// MaxBytes is the most bytes one Fetch answer returns per partition
+	// (default 1 MiB; KIP-74: at least one batch, however large); a
+	// request for n partitions of one leader asks for n × MaxBytes in
+	// all, at most 50 MiB (the Java consumer's fetch.max.bytes).
 	MaxBytes int `yaml:"max-bytes"`
 	// MaxWait is how long a fetch waits for new records (default 500 ms).
 	MaxWait time.Duration `yaml:"max-wait"`

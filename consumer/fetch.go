@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -33,6 +32,11 @@ const (
 	minFetchBackoff = 100 * time.Millisecond
 	maxFetchBackoff = 2 * time.Second
 )
+
+// leaderlessLookup is how often the leaders of partitions that have none
+// (offline: every replica down) are looked up again, the others read
+// meanwhile.
+const leaderlessLookup = 2 * time.Second
 
 // fetched is one item of a partition's prefetch queue: the records of
 // one Fetch answer for it (none when it held only transaction markers or
@@ -92,6 +96,18 @@ func fetchable(ps []*partition, capacity int64, now time.Time, round int) []*par
 	return out
 }
 
+// maxRequestBytes bounds one Fetch answer over all its partitions: the
+// Java consumer's fetch.max.bytes default (50 MiB).
+const maxRequestBytes = 50 << 20
+
+// requestMaxBytes is the byte limit of a Fetch for n partitions of at most
+// perPartition bytes each (Config.MaxBytes): what n requests of one
+// partition could hold together, at most maxRequestBytes (and at least
+// perPartition).
+func requestMaxBytes(n, perPartition int) int {
+	return max(min(n*perPartition, maxRequestBytes), perPartition)
+}
+
 // byLeader groups ps by the node id of their leader (leaders: by topic,
 // then partition); partitions without a leader at the moment are
 // returned apart. A pure decision.
@@ -115,7 +131,7 @@ func byLeader(ps []*partition, leaders map[string]map[int32]int32) (map[int32][]
 // loop fails (a leader moved, a broker unreachable) all stop and are
 // grouped again after a backoff from 100 ms doubling to 2 s, the warning
 // logged at most 3 times per 10 s. Partitions without a leader are
-// looked up again every backoff, the others read meanwhile.
+// looked up again every leaderlessLookup, the others read meanwhile.
 func (c *Consumer) fetchAll(ctx context.Context, ps []*partition, w *waker) error {
 	if len(ps) == 0 {
 		<-ctx.Done()
@@ -143,13 +159,18 @@ func (c *Consumer) fetchAll(ctx context.Context, ps []*partition, w *waker) erro
 			groups, none = byLeader(ps, leaders)
 			lctx, cancel := ctx, context.CancelFunc(func() {})
 			if len(none) > 0 {
-				// Look for the leaderless partitions' leaders again soon.
-				lctx, cancel = context.WithTimeout(ctx, backoff)
+				// Read the others meanwhile; look for the leaderless
+				// partitions' leaders again after leaderlessLookup.
+				lctx, cancel = context.WithTimeout(ctx, leaderlessLookup)
 			}
 			progressed, err = c.readLeaders(lctx, groups, w)
 			cancel()
 			if err == nil && len(none) > 0 && ctx.Err() == nil {
-				err = fmt.Errorf("%d partitions without a leader (%s/%d, ...): %w", len(none), none[0].topic, none[0].id, kafka.LeaderNotAvailable)
+				if ok, suppressed := warn.Allow(time.Now()); ok {
+					c.log.Warn("partitions without a leader are not read; looking again", zap.Int("partitions", len(none)),
+						zap.String("topic", none[0].topic), zap.Int("partition", none[0].id), zap.Int("suppressed", suppressed))
+				}
+				continue // the others were read for leaderlessLookup: no backoff
 			}
 		}
 		if ctx.Err() != nil {
@@ -256,7 +277,7 @@ func (c *Consumer) readLeader(ctx context.Context, leader int32, ps []*partition
 		for i, p := range want {
 			pos[i] = sink.Position{Topic: p.topic, Partition: int32(p.id), Offset: p.offset}
 		}
-		res, err := r.Fetch(ctx, leader, pos, c.cfg.MaxBytes, c.cfg.MaxBytes, c.cfg.MaxWait)
+		res, err := r.Fetch(ctx, leader, pos, requestMaxBytes(len(pos), c.cfg.MaxBytes), c.cfg.MaxBytes, c.cfg.MaxWait)
 		if err != nil {
 			return progressed, err
 		}

@@ -91,3 +91,18 @@ func TestByLeader(t *testing.T) {
 		t.Errorf("without a leader: %v", got)
 	}
 }
+
+// A Fetch for n partitions may hold what n one-partition requests could,
+// at most the Java consumer's 50 MiB.
+func TestRequestMaxBytes(t *testing.T) {
+	for _, c := range []struct{ n, per, want int }{
+		{1, 1 << 20, 1 << 20},
+		{6, 1 << 20, 6 << 20},
+		{100, 1 << 20, 50 << 20},
+		{2, 64 << 20, 64 << 20}, // one partition's limit above the cap
+	} {
+		if got := requestMaxBytes(c.n, c.per); got != c.want {
+			t.Errorf("requestMaxBytes(%d, %d) = %d, want %d", c.n, c.per, got, c.want)
+		}
+	}
+}
