@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -314,4 +315,57 @@ func readerParked(t *testing.T, bc *brokerConn) {
 		}
 	}
 	t.Fatal("the produce connection's reader never waited in the poller")
+}
+
+// With every broker down after a produce request went out (no answer,
+// then no metadata), Wait gives up after max-attempts and
+// delivery-timeout: a failed leader lookup counts as an attempt. Before,
+// only a send counted, so the round was retried at attempt 1 for ever and
+// /readyz stayed ready (a break-it pass: 150 s of a frozen broker).
+func TestWaitGivesUpWithoutMetadata(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var down atomic.Bool
+	var lookups atomic.Int32
+	for _, k := range []kmsg.Key{kmsg.Produce, kmsg.Metadata} {
+		c.ControlKey(int16(k), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if !down.Load() {
+				return nil, nil, false
+			}
+			if k == kmsg.Metadata {
+				lookups.Add(1)
+			}
+			return nil, errors.New("broker down"), true // kfake drops the connection
+		})
+	}
+	cfg := DefaultConfig()
+	cfg.Brokers = c.ListenAddrs()
+	cfg.MaxAttempts, cfg.DeliveryTimeout = 3, 0
+	cfg.WriteTimeout, cfg.DialTimeout = time.Second, time.Second
+	p := NewProducer(cfg, &kafka.Hash{}, zap.NewNop())
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := p.Begin(ctx, roundFrom(0, 3))
+	if err == nil {
+		err = p.Wait(ctx, r)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	r, err = p.Begin(ctx, roundFrom(3, 3))
+	if err == nil {
+		err = p.Wait(ctx, r)
+	}
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Wait with every broker down: %v (ctx %v), want a failure after %d attempts", err, ctx.Err(), cfg.MaxAttempts)
+	}
+	if lookups.Load() == 0 {
+		t.Fatalf("failed without a leader lookup (%v): the test did not reach the case", err)
+	}
 }

@@ -476,10 +476,15 @@ func (c *Producer) Wait(ctx context.Context, r *Round) error {
 			c.backoff(ctx, again[0].attempts, true, "produce failed; retrying", zap.String("topic", sample.topic), zap.Int32("partition", sample.partition),
 				zap.Int("partitions_failed", failed), zap.Error(sample.err))
 		}
-		// Leaders may have moved: route the failed batches again.
+		// Leaders may have moved: route the failed batches again. A
+		// lookup that fails (no broker answers metadata) is an attempt of
+		// each batch, so that max-attempts and delivery-timeout end the
+		// retries (before, only a send counted: with every broker down the
+		// batch was retried at attempt 1 for ever, /readyz ready).
 		if err := c.leaders(ctx, again); err != nil {
 			for _, b := range again {
 				b.err = err
+				b.attempts++
 			}
 			continue
 		}
