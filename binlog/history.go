@@ -434,3 +434,34 @@ func openedChanged(stored Position, opened time.Time) string {
 	return fmt.Sprintf("the server's %s was created at %s, the position's at %s (Format_description event)",
 		stored.File, opened.UTC().Format(time.RFC3339), stored.Opened.UTC().Format(time.RFC3339))
 }
+
+// StreamEvidence returns why the server's binlog files (logs: SHOW BINARY
+// LOGS, asked after the stream read up to at) are another history than
+// the one the stream read at from, "" when they show none. A binlog file
+// never shrinks and its numbering never goes back in one history, so
+// either is proof: the file of at's name is shorter than at's offset (a
+// reset, RESET MASTER or RESET BINARY LOGS AND GTIDS, under the running
+// stream: the dump thread then waits at the old offset of the new file
+// and sends nothing until it grows past it, or rotates on into the new
+// history), or at's file is not listed and is newer than the newest one
+// (the numbering started again). A binlog truncated by a crash of the
+// server without sync_binlog=1 shows the same. A file not listed and
+// older than the newest is purged: no evidence. A pure function.
+func StreamEvidence(logs []LogFile, at Position) string {
+	if at.File == "" || at.Pos <= 4 || len(logs) == 0 {
+		return ""
+	}
+	for _, l := range logs {
+		if l.Name == at.File {
+			if l.Size > 0 && l.Size < int64(at.Pos) {
+				return fmt.Sprintf("the server's %s is %d bytes, but the stream read it up to offset %d: the file was created again", l.Name, l.Size, at.Pos)
+			}
+			return ""
+		}
+	}
+	newest := logs[len(logs)-1].Name
+	if sameBase(at.File, newest) && compareFiles(at.File, newest) > 0 {
+		return fmt.Sprintf("the server's newest binlog file is %s, older than %s, which the stream read (the numbering started again)", newest, at.File)
+	}
+	return ""
+}

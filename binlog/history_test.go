@@ -202,3 +202,29 @@ func TestHistoryChangedErrors(t *testing.T) {
 		t.Errorf("gtid mode, next log gone: %v", err)
 	}
 }
+
+func TestStreamEvidence(t *testing.T) {
+	logs := []LogFile{{"mariadb-bin.000001", 17650}, {"mariadb-bin.000002", 4719}}
+	for _, c := range []struct {
+		name string
+		at   Position
+		want string // a substring; "" for none
+	}{
+		{"within the file", Position{File: "mariadb-bin.000002", Pos: 4719}, ""},
+		{"an older file, whole", Position{File: "mariadb-bin.000001", Pos: 17650}, ""},
+		{"read past the end of a file created again", Position{File: "mariadb-bin.000001", Pos: 277450}, "the server's mariadb-bin.000001 is 17650 bytes, but the stream read it up to offset 277450"},
+		{"a file newer than the newest", Position{File: "mariadb-bin.000009", Pos: 400}, "the server's newest binlog file is mariadb-bin.000002, older than mariadb-bin.000009"},
+		{"a purged file", Position{File: "mariadb-bin.000000", Pos: 400}, ""},
+		{"another base name", Position{File: "binlog.000009", Pos: 400}, ""},
+		{"no position", Position{}, ""},
+		{"a file's start", Position{File: "mariadb-bin.000009", Pos: 4}, ""},
+	} {
+		got := StreamEvidence(logs, c.at)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := StreamEvidence([]LogFile{{"mariadb-bin.000001", 0}}, Position{File: "mariadb-bin.000001", Pos: 900}); got != "" {
+		t.Errorf("a size not known (0): %q, want no evidence", got)
+	}
+}

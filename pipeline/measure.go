@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -46,8 +47,12 @@ func (f *fileTimes) get(file string) (time.Time, bool) {
 
 // measure reports the binlog measurements every measureEvery until ctx is
 // done. Failures (the server unreachable: the reader notices that itself)
-// are logged at debug level and tried again at the next tick.
-func (p *Publisher) measure(ctx context.Context, committer *checkpoint.Committer, prog *progress, files *fileTimes) {
+// are logged at debug level and tried again at the next tick. When the
+// server's files show that its binlog changed under the stream
+// (binlog.StreamEvidence), it calls end with the *binlog.HistoryError and
+// returns: nothing else would end a stream whose dump thread waits at an
+// offset the new file has not reached.
+func (p *Publisher) measure(ctx context.Context, committer *checkpoint.Committer, prog *progress, files *fileTimes, end context.CancelCauseFunc) {
 	var srv server
 	defer func() {
 		if srv != nil {
@@ -71,6 +76,10 @@ func (p *Publisher) measure(ctx context.Context, committer *checkpoint.Committer
 			}
 		}
 		if err := p.measureOnce(srv, committer, prog, files); err != nil {
+			if errors.Is(err, binlog.ErrHistory) {
+				end(err)
+				return
+			}
 			p.log.Debug("binlog measurement failed", zap.Error(err))
 			srv.Close()
 			srv = nil
@@ -82,6 +91,16 @@ func (p *Publisher) measureOnce(srv server, committer *checkpoint.Committer, pro
 	logs, err := srv.BinaryLogSizes()
 	if err != nil || len(logs) == 0 {
 		return err
+	}
+	for _, at := range prog.readPositions() {
+		if why := binlog.StreamEvidence(logs, at); why != "" {
+			mode := binlog.ModeFile
+			if p.cfg.Source.PositionMode == binlog.ModeGTID {
+				mode = binlog.ModeGTID
+			}
+			return &binlog.HistoryError{Stored: committer.Acked(), Mode: mode, Change: binlog.ChangeReset,
+				Evidence: []string{why + " (noticed while streaming)"}}
+		}
 	}
 	last := logs[len(logs)-1]
 	end := binlog.Position{File: last.Name, Pos: uint32(min(last.Size, 1<<32-1))}

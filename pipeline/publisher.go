@@ -495,6 +495,38 @@ type progress struct {
 	// atEnd: the dump starts at the end of the binlog with everything
 	// acknowledged (caught up from the start).
 	atEnd bool
+	// read: how far the stream read each of its latest binlog files (its
+	// heartbeats' and acknowledgements' positions), for the measurement's
+	// check that the server's files are still those (binlog.StreamEvidence).
+	read map[string]uint32
+}
+
+// readTo records that the stream read file up to at (g.mu held). It keeps
+// the latest few files only.
+func (g *progress) readTo(at binlog.Position) {
+	if at.File == "" {
+		return
+	}
+	if g.read == nil {
+		g.read = map[string]uint32{}
+	}
+	g.read[at.File] = max(g.read[at.File], at.Pos)
+	for len(g.read) > 4 {
+		delete(g.read, slices.MinFunc(slices.Collect(maps.Keys(g.read)), func(a, b string) int {
+			return binlog.ComparePos(binlog.Position{File: a}, binlog.Position{File: b})
+		}))
+	}
+}
+
+// readPositions returns how far the stream read its latest files.
+func (g *progress) readPositions() []binlog.Position {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]binlog.Position, 0, len(g.read))
+	for f, pos := range g.read {
+		out = append(out, binlog.Position{File: f, Pos: pos})
+	}
+	return out
 }
 
 // Streaming implements binlog.Observer.
@@ -508,6 +540,7 @@ func (g *progress) Streaming() {
 func (g *progress) Idle(at binlog.Position) {
 	g.mu.Lock()
 	g.idle = at
+	g.readTo(at)
 	caught := binlog.ComparePos(g.acked, at) >= 0
 	g.mu.Unlock()
 	g.p.obs.Lag.SourceState(true, caught)
@@ -528,6 +561,7 @@ func (g *progress) caughtUp() bool {
 func (g *progress) ack(a sink.Ack) {
 	g.mu.Lock()
 	g.acked = a.End
+	g.readTo(a.End)
 	caught := !g.idle.IsZero() && binlog.ComparePos(a.End, g.idle) >= 0
 	g.mu.Unlock()
 	if caught {
@@ -700,6 +734,11 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 	}
 	files := &fileTimes{}
 	mctx, stopMeasure := context.WithCancel(ctx)
+	// The measurement ends the run (Run's shutdown: what was read is
+	// flushed and checkpointed) with a *binlog.HistoryError when the
+	// server's files show that the binlog changed under the stream.
+	rctx, endRun := context.WithCancelCause(ctx)
+	defer endRun(nil)
 	var measuring errgroup.Group
 	if r, ok := src.(*binlog.Reader); ok {
 		r.SetObserver(prog)
@@ -707,11 +746,14 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 		// A caught-up source silent for two heartbeats and a second is
 		// frozen, not idle.
 		p.obs.Heard.SetHeard(r.LastHeard, 2*cfg.Source.HeartbeatPeriod+time.Second)
-		measuring.Go(func() error { p.measure(mctx, committer, prog, files); return nil })
+		measuring.Go(func() error { p.measure(mctx, committer, prog, files, endRun); return nil })
 	}
-	err := Run(ctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
+	err := Run(rctx, Stages{Name: name, Source: src, Writer: writer, Committer: committer, Budget: budget, OnAck: prog.ack}, cfg.ShutdownTimeout, p.log)
 	stopMeasure()
 	_ = measuring.Wait()
+	if cause := context.Cause(rctx); err == nil && ctx.Err() == nil && errors.Is(cause, binlog.ErrHistory) {
+		err = cause
+	}
 	p.resume = committer.Acked()
 	p.deadLettered += writer.DeadLettered()
 	// Topics first written during this run (a template topic's new event

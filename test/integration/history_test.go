@@ -252,15 +252,28 @@ func TestHistoryResetWhileRunning(t *testing.T) {
 	if err := produce(e.writer(), lost); err != nil {
 		t.Fatal(err)
 	}
+	e.stoppedByReset(p, lost, "could not find next log")
+}
+
+// stoppedByReset requires p to stop within a minute of a binlog reset
+// under it, exit 1, its log naming the history change, want and the fix,
+// status FAILED naming it; then checkpoint set earliest and a new start
+// publish every row of lost.
+func (e *env) stoppedByReset(p *publisher, lost *workload.Plan, want string) {
+	t := e.t
+	t.Helper()
 	select {
 	case err := <-p.done:
 		p.done <- err
 	case <-time.After(time.Minute):
 		t.Fatal("the publisher did not stop after the binlog was reset under it")
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 1 || !logHas(p.log, "binlog history changed") || !logHas(p.log, "could not find next log") ||
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 || !logHas(p.log, "binlog history changed") || !logHas(p.log, want) ||
 		!logHas(p.log, "cdc-outbox checkpoint set earliest") {
-		t.Fatalf("exit %d, or the log lacks the history change and its fix", code)
+		t.Fatalf("exit %d, or the log lacks the history change (%s) and its fix", code, want)
+	}
+	if out, code := e.cli(nil, "status"); code != 1 || !strings.Contains(out, "binlog history changed") {
+		t.Fatalf("status: exit %d, want 1 naming the history change\n%s", code, out)
 	}
 	if out, code := e.cli(nil, "checkpoint", "set", "earliest"); code != 0 {
 		t.Fatalf("checkpoint set earliest: exit %d\n%s", code, out)
@@ -269,6 +282,45 @@ func TestHistoryResetWhileRunning(t *testing.T) {
 	e.requireAll(lost)
 	if code := p.stop(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+}
+
+// A binlog reset under a running publisher reading the file that the
+// reset creates again (mariadb-bin.000001, binlog.000001): the server does
+// not end the stream; its dump thread waits at the old offset of the new,
+// shorter file and sends nothing until it grows past it or rotates on into
+// the new history (before: a silent stall, "ready" and "caught up", then
+// the new history's first rows lost without a word; a break-it pass). The
+// publisher's binlog measurement sees the file shorter than what it read
+// and stops (exit 1) within a measurement period, naming the reset and the
+// fix; checkpoint set earliest then publishes the whole new history.
+func TestHistoryResetSameFile(t *testing.T) {
+	for i, rotate := range []bool{false, true} {
+		name := map[bool]string{false: "stalled", true: "rotated"}[rotate]
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.resetBinlogs() // the stream reads the first file, which the next reset creates again
+			p := e.start()
+			old := workload.Generate(2906+uint64(10*i), 0, 20, 300, 1, 1, 300)
+			if err := produce(e.writer(), old); err != nil {
+				t.Fatal(err)
+			}
+			requireOK(t, e.consume(verify.NewChecker(old.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
+			e.resetBinlogs()
+			lost := workload.Generate(2907+uint64(10*i), 1000, 5, 10, 1, 1, 100) // far less than the old offset
+			if err := produce(e.writer(), lost); err != nil {
+				t.Fatal(err)
+			}
+			if rotate {
+				// The dump thread follows the rotation into the new
+				// history's second file: the rows of its first are skipped.
+				e.exec("FLUSH BINARY LOGS")
+				if err := produce(e.writer(), workload.Generate(2908+uint64(10*i), 2000, 5, 10, 1, 1, 100)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.stoppedByReset(p, lost, "noticed while streaming")
+		})
 	}
 }
 
