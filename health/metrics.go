@@ -64,6 +64,7 @@ type BuildInfo struct {
 //	cdc_outbox_source_connected                    1 while the replication connection is up, else 0
 //	cdc_outbox_source_caught_up                    1 while the reader is at the end of the binlog and everything read is acknowledged
 //	cdc_outbox_seconds_behind_source               computed at scrape: 0 when caught up; else now − the later of the newest acknowledged commit time and the moment it was last caught up
+//	cdc_outbox_produce_unanswered_seconds          computed at scrape: how long the oldest produce round in flight has waited for the brokers' answer; 0 when none
 //	cdc_outbox_bytes_behind_source                 binlog bytes from the newest acknowledged position to the end of the binlog (NaN until measured)
 //	cdc_outbox_checkpoint_age_seconds              computed at scrape: how long acknowledged progress has waited to be written to the checkpoint; 0 when the checkpoint is up to date
 //	cdc_outbox_checkpoint_saved_timestamp_seconds  when the checkpoint was last written
@@ -164,6 +165,7 @@ type Source struct {
 	// heard tells when the source was last heard from (SetHeard); heardBefore
 	// is what an earlier reader's said, kept across pipeline restarts.
 	heard       func() time.Time
+	inFlight    func() time.Time // the Writer's OldestInFlight (SetInFlight); nil: none yet
 	heardBefore time.Time
 	stale       time.Duration // caught up, but nothing heard for longer: not caught up
 	// checkpoint facts for checkpoint_age_seconds
@@ -184,6 +186,9 @@ var (
 		[]string{LabelSource}, nil)
 	heardAgeDesc = prometheus.NewDesc(Prefix+"source_heard_age_seconds",
 		"Seconds since the source was last heard from (a transaction read or a heartbeat), computed at scrape time; NaN before anything was heard. Grows while the source is frozen or unreachable, whatever the publisher's state; compare with time() - acked_commit_timestamp_seconds, the age of the newest committed event published.",
+		[]string{LabelSource}, nil)
+	unansweredDesc = prometheus.NewDesc(Prefix+"produce_unanswered_seconds",
+		"Seconds the oldest produce round in flight has waited for the brokers' answer, computed at scrape time; 0 when none is in flight. Grows while Kafka is down, frozen or refusing, from the first unanswered request until the retries give up (kafka.max-attempts, kafka.delivery-timeout) and the pipeline restarts; in normal running it stays within the latency budget.",
 		[]string{LabelSource}, nil)
 	checkpointAgeDesc = prometheus.NewDesc(Prefix+"checkpoint_age_seconds",
 		"Seconds that acknowledged progress has waited to be written to the checkpoint, computed at scrape time; 0 when the stored checkpoint is the newest acknowledged position (an idle publisher's checkpoint is not old).",
@@ -314,6 +319,7 @@ type scraped struct{ m *Metrics }
 func (c scraped) Describe(ch chan<- *prometheus.Desc) {
 	ch <- secondsBehindDesc
 	ch <- heardAgeDesc
+	ch <- unansweredDesc
 	ch <- checkpointAgeDesc
 }
 
@@ -327,6 +333,7 @@ func (c scraped) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range ss {
 		ch <- prometheus.MustNewConstMetric(secondsBehindDesc, prometheus.GaugeValue, s.SecondsBehind(), s.name)
 		ch <- prometheus.MustNewConstMetric(heardAgeDesc, prometheus.GaugeValue, s.HeardAge(), s.name)
+		ch <- prometheus.MustNewConstMetric(unansweredDesc, prometheus.GaugeValue, s.UnansweredAge(), s.name)
 		ch <- prometheus.MustNewConstMetric(checkpointAgeDesc, prometheus.GaugeValue, s.CheckpointAge(), s.name)
 	}
 }
@@ -601,6 +608,30 @@ func (s *Source) lastHeardLocked() time.Time {
 		}
 	}
 	return h
+}
+
+// SetInFlight implements pipeline.InFlightObserver.
+func (s *Source) SetInFlight(oldest func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight = oldest
+}
+
+// UnansweredAge is the value of cdc_outbox_produce_unanswered_seconds
+// now: seconds since the oldest produce round in flight began, 0 when
+// none is (or no pipeline ran yet).
+func (s *Source) UnansweredAge() float64 {
+	now := s.now()
+	s.mu.Lock()
+	f := s.inFlight
+	s.mu.Unlock()
+	if f == nil {
+		return 0
+	}
+	if t := f(); !t.IsZero() {
+		return max(now.Sub(t).Seconds(), 0)
+	}
+	return 0
 }
 
 // HeardAge is the value of cdc_outbox_source_heard_age_seconds now:

@@ -12,8 +12,9 @@ import (
 // Observers are the Publisher's observers, one small interface per
 // concern: the Writer's (Sink) and the Committer's (Checkpoint)
 // measurements, the source's lag (Lag), the series named at start
-// (Series), the publisher's stops (Stops) and the reader's liveness
-// (Heard). *health.Source implements them all (ObserversOf); a nil field
+// (Series), the publisher's stops (Stops), the reader's liveness
+// (Heard) and the Writer's oldest unanswered round (InFlight).
+// *health.Source implements them all (ObserversOf); a nil field
 // observes nothing. Their methods must not block.
 type Observers struct {
 	Sink       sink.Observer
@@ -22,6 +23,7 @@ type Observers struct {
 	Series     SeriesObserver
 	Stops      StopObserver
 	Heard      HeardObserver
+	InFlight   InFlightObserver
 }
 
 // LagObserver follows how far behind the source the publisher is.
@@ -66,6 +68,13 @@ type HeardObserver interface {
 	SetHeard(lastHeard func() time.Time, stale time.Duration)
 }
 
+// InFlightObserver is given the Writer's OldestInFlight at each pipeline
+// start: when the oldest produce round still waiting for the brokers'
+// answer began (zero: none).
+type InFlightObserver interface {
+	SetInFlight(oldest func() time.Time)
+}
+
 // ObserversOf returns Observers with o, an observer of every concern
 // (*health.Source), for each.
 func ObserversOf[O interface {
@@ -75,8 +84,9 @@ func ObserversOf[O interface {
 	SeriesObserver
 	StopObserver
 	HeardObserver
+	InFlightObserver
 }](o O) Observers {
-	return Observers{Sink: o, Checkpoint: o, Lag: o, Series: o, Stops: o, Heard: o}
+	return Observers{Sink: o, Checkpoint: o, Lag: o, Series: o, Stops: o, Heard: o, InFlight: o}
 }
 
 // orNop fills the nil observers with ones that observe nothing.
@@ -99,6 +109,9 @@ func (o Observers) orNop() Observers {
 	}
 	if o.Heard == nil {
 		o.Heard = n
+	}
+	if o.InFlight == nil {
+		o.InFlight = n
 	}
 	return o
 }
@@ -123,3 +136,4 @@ func (nop) CheckpointSaved(binlog.Position)                {}
 func (nop) CheckpointFailed()                              {}
 func (nop) CheckpointMirrorFailed()                        {}
 func (nop) SetHeard(func() time.Time, time.Duration)       {}
+func (nop) SetInFlight(func() time.Time)                   {}

@@ -722,6 +722,7 @@ func (p *Publisher) stream(ctx context.Context, name string, src Source, budget 
 	cfg := p.cfg
 	writer := sink.NewWriter(cfg.Kafka.Transactional(p.store.Key()), router.New(cfg.Router, cfg.ReservedTopics()), router.Balancer(), p.log)
 	writer.SetObserver(p.obs.Sink)
+	p.obs.InFlight.SetInFlight(writer.OldestInFlight)
 	writer.PinPartitions(p.parts)
 	if pace != nil {
 		writer.SetPace(pace)

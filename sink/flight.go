@@ -35,6 +35,28 @@ type flight struct {
 	began time.Time
 }
 
+// markInFlight sets inFlight to when the oldest round in flight began
+// (0: none), after the rounds in flight changed.
+func (w *Writer) markInFlight() {
+	if len(w.flights) == 0 {
+		w.inFlight.Store(0)
+		return
+	}
+	w.inFlight.Store(w.flights[0].began.UnixNano())
+}
+
+// OldestInFlight returns when the oldest produce round still waiting for
+// the brokers' answer began (zero: none in flight). It keeps growing
+// older while Kafka is down, frozen or refusing, until the retries give
+// up (Retries.ToFailure). Safe for concurrent use (a metric computed at
+// scrape).
+func (w *Writer) OldestInFlight() time.Time {
+	if n := w.inFlight.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 // answered returns a channel closed once f's latest requests were all
 // answered (Wait then returns without waiting on the network unless a
 // batch is retried); closed at once for an acknowledgement-only flight.
@@ -70,6 +92,7 @@ func (w *Writer) flush(ctx context.Context, pending *[]binlog.Position) error {
 // pending transactions, kept pending no longer, to land. A round with no
 // records, nothing in flight, acknowledges them at once.
 func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n int) error {
+	defer w.markInFlight()
 	if w.txnMode() && w.due() {
 		// Exactly-once: the open transaction is old enough; this round
 		// begins the next one.
@@ -196,6 +219,9 @@ func (w *Writer) settle(ctx context.Context) error {
 // rounds' records that the Producer did not write because of it
 // (errEarlierFailed) are sent again, in order. Exactly-once: redo.
 func (w *Writer) land(ctx context.Context) error {
+	// While f's answer is waited for (and a failure recovered), inFlight
+	// keeps its start: the oldest round still unanswered.
+	defer w.markInFlight()
 	f := w.flights[0]
 	w.flights = w.flights[1:]
 	err := w.wait(ctx, f)
@@ -410,6 +436,7 @@ func (w *Writer) release(ctx context.Context) error {
 // committed). Each round's own retries would otherwise add up, one after
 // the other.
 func (w *Writer) redo(ctx context.Context, f, next *flight, cause error) error {
+	defer w.markInFlight()
 	rctx, cancel := context.WithTimeout(ctx, w.redoLimit)
 	defer cancel()
 	err := w.redoWithin(rctx, ctx, f, next, cause)

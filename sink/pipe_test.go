@@ -693,3 +693,41 @@ func TestWriterWithoutIdempotence(t *testing.T) {
 	}
 	checkOnce(t, "written", eventIDs(t, cl.ListenAddrs(), kgo.ReadUncommitted()), 1, 100)
 }
+
+// OldestInFlight is when the oldest round still unanswered began, kept
+// while the Writer waits for it (a broker down or frozen), the next one's
+// once it landed, zero when none is in flight: what
+// cdc_outbox_produce_unanswered_seconds and its alert follow.
+func TestOldestInFlight(t *testing.T) {
+	f := newFakeRounds(false, true)
+	txns := pairs(25) // 5 rounds of 10
+	c := &ackCheck{f: f, txns: txns}
+	w := fakeWriter(f, 0, c)
+	collectAcks(w)
+	before := time.Now()
+	if !w.OldestInFlight().IsZero() {
+		t.Fatal("a round in flight before any began")
+	}
+	done := start(context.Background(), w, queued(txns, true))
+	awaitWait(t, f, 1)
+	first := w.OldestInFlight()
+	if first.Before(before) || first.After(time.Now()) {
+		t.Fatalf("waiting for round 1: oldest in flight %v, want when it began (after %v)", first, before)
+	}
+	time.Sleep(20 * time.Millisecond) // still unanswered: it stays
+	if got := w.OldestInFlight(); !got.Equal(first) {
+		t.Fatalf("round 1 still unanswered: oldest in flight moved from %v to %v", first, got)
+	}
+	f.answer(1, 2)
+	awaitWait(t, f, 3)
+	if got := w.OldestInFlight(); !got.After(first) {
+		t.Fatalf("waiting for round 3: oldest in flight %v, want a later round's start than round 1's %v", got, first)
+	}
+	f.answer(3, 4, 5)
+	if err := result(t, done, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.OldestInFlight(); !got.IsZero() {
+		t.Fatalf("every round answered: oldest in flight %v, want none", got)
+	}
+}

@@ -73,9 +73,12 @@ type Writer struct {
 	// exactly-once, the redo of the aborted transaction (redoLimit).
 	behindLimit, redoLimit time.Duration
 
-	flights []flight    // rounds in flight (pipelined), oldest first
-	spare   []flight    // the slices of landed rounds, for the next rounds (roundSlices)
-	tick    *time.Timer // bounds Run's wait for the oldest round's answer
+	flights []flight // rounds in flight (pipelined), oldest first
+	// inFlight: when the oldest round not yet answered began (UnixNano;
+	// 0: none), for OldestInFlight; set by markInFlight.
+	inFlight atomic.Int64
+	spare    []flight    // the slices of landed rounds, for the next rounds (roundSlices)
+	tick     *time.Timer // bounds Run's wait for the oldest round's answer
 
 	// The cadence (Run, budget.go): the least time between two rounds
 	// less than half full (Split(cfg.LatencyBudget).Gap; 0: none), and

@@ -339,15 +339,22 @@ func TestFaultBrokerDown(t *testing.T) {
 	for i := range pick(1, 3) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			e := newEnv(t)
-			e.start()
+			addr := metricsAddrOf(t, e.start())
 			plan := workload.Generate(uint64(300+i), 0, 200, pick(8000, 40000), 1, 500, 200)
 			down := pick(3*time.Second, time.Duration(10+rand.IntN(51))*time.Second)
 			// Keep producing through the outage and well after it.
 			pr := e.produceBackground(plan, max(500, plan.Total/int((down+20*time.Second)/time.Second)))
 			e.waitPublished(plan, 500, time.Minute)
+			stopped := time.Now()
 			stack(t, "stop-kafka")
 			t.Cleanup(func() { stack(t, "start-kafka") })
 			time.Sleep(down)
+			// The round in flight has waited for an answer since the broker
+			// stopped (what the CdcOutboxProduceUnanswered alert follows).
+			const unanswered = `cdc_outbox_produce_unanswered_seconds{source="default"}`
+			if u, want := metricFloat(t, addr, unanswered), time.Since(stopped).Seconds()-2; !(u >= want) {
+				t.Fatalf("%s after the broker stopped: %s = %v, want at least %.1f", time.Since(stopped).Round(time.Millisecond), unanswered, u, want)
+			}
 			// Recovery: from the broker's restart until everything committed
 			// during the outage is published.
 			backlog := int(pr.committed.Load())
@@ -355,6 +362,11 @@ func TestFaultBrokerDown(t *testing.T) {
 			stack(t, "start-kafka") // returns once the broker answers
 			e.waitPublished(plan, backlog, 2*time.Minute)
 			rec := time.Since(up)
+			for deadline := time.Now().Add(30 * time.Second); metricFloat(t, addr, unanswered) >= 1; time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("after the recovery: %s = %v, want under a second", unanswered, metricFloat(t, addr, unanswered))
+				}
+			}
 			e.finish(fmt.Sprintf("Kafka broker down %s (recovery: backlog published)", pick("3 s", "10–60 s")), pr, rec)
 		})
 	}
