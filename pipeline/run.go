@@ -84,7 +84,13 @@ func Run(ctx context.Context, s Stages, shutdown time.Duration, log *zap.Logger)
 			stopDrain()
 			return
 		}
-		log.Info("signal received: stopping the " + s.Name + ", flushing what was read")
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			// Ended for a reason of its own (a history change the
+			// measurement found, returned by the caller): not a signal.
+			log.Info("stopping the " + s.Name + ", flushing what was read")
+		} else {
+			log.Info("signal received: stopping the " + s.Name + ", flushing what was read")
+		}
 		stopRead()
 		time.AfterFunc(shutdown, stopDrain)
 	})
