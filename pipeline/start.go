@@ -169,6 +169,14 @@ func Decide(f Facts) (Decision, error) {
 				zap.Any("partitions", txnEnds(f.Heads))}})
 		return d, nil
 	}
+	if id, ok := replayedOnly(f.Heads); ok {
+		// A topic filled by cdc-outbox replay (its first use, or a new
+		// topic filled before the live publisher starts): not a lost
+		// checkpoint.
+		return d, fmt.Errorf("%w: no checkpoint under Redis key %s, and topic %s holds records of cdc-outbox replay (replay_id %s; the least advanced partition ends at %s): "+
+			"to start publishing where the replay ended, without a gap, restart once with --start %s; or with --start latest to skip to now, losing what was committed since the replayed range",
+			binlog.ErrStart, f.Key, f.Topic, id, resume, resume)
+	}
 	return d, fmt.Errorf("%w: no checkpoint under Redis key %s, but topic %s already holds records published by cdc-outbox "+
 		"(the least advanced partition ends at %s): the checkpoint was lost (Redis flushed, or no persistence) or the key changed. "+
 		"Restart once with --start %s to resume without loss (some records may be published twice), or with --recover-checkpoint to do so automatically, "+
@@ -251,6 +259,23 @@ func decideBackfill(f Facts) (Decision, error) {
 }
 
 // txnEnds picks each partition's binlog_txn_end header.
+// replayedOnly reports whether every partition's newest record that
+// carries a binlog_txn_end was published by cdc-outbox replay (header
+// replayed), and the replay_id of one of them.
+func replayedOnly(heads map[int]map[string]string) (id string, ok bool) {
+	for _, h := range heads {
+		if h[router.HeaderTxnEnd] == "" {
+			continue
+		}
+		if h[router.HeaderReplayed] != "true" {
+			return "", false
+		}
+		id = h[router.HeaderReplayID]
+		ok = true
+	}
+	return id, ok
+}
+
 func txnEnds(heads map[int]map[string]string) map[int]string {
 	out := make(map[int]string, len(heads))
 	for p, h := range heads {

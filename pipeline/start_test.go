@@ -19,6 +19,8 @@ func TestDecide(t *testing.T) {
 	cp := &checkpoint.Checkpoint{File: "b.000003", Pos: 900, GTIDSet: "0-1-9", ServerID: 1, Flavor: "mariadb"}
 	streamed := map[int]map[string]string{0: {"binlog_txn_end": "b.000002:500"}, 1: {"binlog_txn_end": "b.000002:300"}}
 	backfilled := map[int]map[string]string{0: {"binlog_txn_end": "b.000002:500", HeaderBackfill: "true"}}
+	replayed := map[int]map[string]string{0: {"binlog_txn_end": "b.000002:500", "replayed": "true", "replay_id": "r1"}, 1: {"binlog_txn_end": "b.000002:300", "replayed": "true", "replay_id": "r1"}}
+	mixed := map[int]map[string]string{0: {"binlog_txn_end": "b.000002:500", "replayed": "true", "replay_id": "r1"}, 1: {"binlog_txn_end": "b.000002:300"}}
 	base := Facts{Key: "k", Server: srv, PositionMode: binlog.ModeFile, Start: "latest", Topic: "im.events"}
 	with := func(mod func(*Facts)) Facts { f := base; mod(&f); return f }
 	cases := []struct {
@@ -41,6 +43,8 @@ func TestDecide(t *testing.T) {
 		{name: "no checkpoint, empty topic", f: base, action: StartAt, start: "latest"},
 		{name: "no checkpoint, empty topic, recover", f: with(func(f *Facts) { f.Recover = true }), action: StartAt, start: "latest", noteHas: "nothing to recover"},
 		{name: "no checkpoint, records in the topic: refused with the position", f: with(func(f *Facts) { f.Heads = streamed }), wantErr: binlog.ErrStart, errHas: "--start b.000002:300"},
+		{name: "no checkpoint, a topic filled by replay: refused naming the replay, not a lost checkpoint", f: with(func(f *Facts) { f.Heads = replayed }), wantErr: binlog.ErrStart, errHas: "holds records of cdc-outbox replay (replay_id r1; the least advanced partition ends at b.000002:300): to start publishing where the replay ended, without a gap, restart once with --start b.000002:300"},
+		{name: "no checkpoint, replayed and streamed records: a lost checkpoint", f: with(func(f *Facts) { f.Heads = mixed }), wantErr: binlog.ErrStart, errHas: "the checkpoint was lost"},
 		{name: "no checkpoint, records, recover", f: with(func(f *Facts) { f.Heads, f.Recover = streamed, true }), action: StartAt, start: "b.000002:300", noteHas: "recovering"},
 		{name: "no checkpoint, template topic", f: with(func(f *Facts) { f.Template = true }), action: StartAt, start: "latest", noteHas: "template"},
 		{name: "no checkpoint, template topic, recover: refused", f: with(func(f *Facts) { f.Template, f.Recover = true, true }), wantErr: ErrRecover, errHas: "template"},
