@@ -228,3 +228,70 @@ func TestStreamEvidence(t *testing.T) {
 		t.Errorf("a size not known (0): %q, want no evidence", got)
 	}
 }
+
+// The GTID header of a file entered mid-stream must follow what was read:
+// MariaDB's Gtid_list, MySQL's Previous_gtids.
+func TestFileHeaderFollowsRead(t *testing.T) {
+	maria := func(s string) mysql.GTIDSet {
+		g, err := mysql.ParseMariadbGTIDSet(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	list := func(gs ...string) []mysql.MariadbGTID {
+		var out []mysql.MariadbGTID
+		for _, s := range gs {
+			g, err := mysql.ParseMariadbGTID(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, *g)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		tracked string
+		list    []mysql.MariadbGTID
+		behind  bool
+	}{
+		{"the next file of one history", "0-1-300", list("0-1-300"), false},
+		{"more written meanwhile", "0-1-300", list("0-1-320", "1-2-5"), false},
+		{"reset, then 5 transactions and a flush", "0-1-300", list("0-1-5"), true},
+		{"another server's numbering in the domain, higher", "0-1-300", list("0-1-200", "0-2-301"), false},
+		{"a domain the list lacks (DELETE_DOMAIN_ID)", "0-1-300,1-1-9", list("0-1-300"), false},
+		{"reset, then a flush at once: an empty list", "0-1-300", nil, false},
+		{"a second domain behind", "0-1-300,1-1-9", list("0-1-300", "1-1-2"), true},
+	} {
+		if got := listBehind(maria(c.tracked), c.list); (got != "") != c.behind {
+			t.Errorf("%s: %q, want behind %v", c.name, got, c.behind)
+		}
+	}
+	const u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+	mysqlSet := func(s string) mysql.GTIDSet {
+		g, err := mysql.ParseMysqlGTIDSet(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	for _, c := range []struct {
+		name              string
+		tracked, previous string
+		lacks             bool
+	}{
+		{"the next file of one history", u + ":1-300", u + ":1-300", false},
+		{"more written meanwhile", u + ":1-300", u + ":1-320", false},
+		{"reset, then 5 transactions and a flush", u + ":1-300", u + ":1-5", true},
+		{"reset, then a flush at once", u + ":1-300", "", true},
+		{"nothing tracked (gtid_mode OFF)", "", "", false},
+	} {
+		if got := previousLacks(mysqlSet(c.tracked), c.previous); (got != "") != c.lacks {
+			t.Errorf("%s: %q, want lacks %v", c.name, got, c.lacks)
+		}
+	}
+	if got := listBehind(mysqlSet(u+":1-3"), list("0-1-1")); got != "" {
+		t.Errorf("a MySQL set against a Gtid_list: %q", got)
+	}
+}

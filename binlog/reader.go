@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -360,8 +361,12 @@ type state struct {
 	// read: an event of the binlog itself was read (not one of the
 	// artificial events a dump starts with, nor a heartbeat).
 	read bool
-	gset mysql.GTIDSet
-	gtid string // GTID of the open transaction
+	// entered: file was rotated into after events were read, and its
+	// GTID header (Gtid_list, Previous_gtids) is not checked yet
+	// (followsRead).
+	entered bool
+	gset    mysql.GTIDSet
+	gtid    string // GTID of the open transaction
 	// commitMicros: the open transaction's immediate_commit_timestamp
 	// (MySQL 8.0.1+ GTID event: µs since the epoch, on this server); 0
 	// unknown (MariaDB, older servers): the commit event's 1 s time then.
@@ -469,6 +474,9 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 	case *replication.RotateEvent:
 		if next := string(e.NextLogName); next != st.file {
 			st.file, st.opened = next, time.Time{}
+			// Entered mid-stream, after events of the binlog were read:
+			// the file's GTID header must follow all of them.
+			st.entered = st.read
 		}
 		if !st.inTxn && st.pos.File != st.file {
 			// Rotation between transactions: the next transaction starts
@@ -513,7 +521,15 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 		// transactions purged, or in older files) enter the tracked set
 		// here, so that the stored set stands for everything before the
 		// position.
+		if err := st.followsRead(listBehind(st.gset, e.GTIDs)); err != nil {
+			return nil, err
+		}
 		st.mergeList(e.GTIDs)
+	case *replication.PreviousGTIDsEvent:
+		// MySQL's: the GTID set executed before this file.
+		if err := st.followsRead(previousLacks(st.gset, e.GTIDSets)); err != nil {
+			return nil, err
+		}
 	case *replication.MariadbGTIDEvent:
 		if err := st.opening(h); err != nil {
 			return nil, err
@@ -628,6 +644,7 @@ func hasPrefixFold(b []byte, prefix string) bool {
 // dropped, with its outbox rows, without a word. A GTID event followed by
 // BEGIN (MySQL) or XA START is one opening.
 func (st *state) opening(h *replication.EventHeader) error {
+	st.entered = false // the file's GTID header, if any, came before
 	if !st.inTxn || st.body == 0 {
 		return nil
 	}
@@ -658,6 +675,69 @@ func (st *state) mergeList(list []mysql.MariadbGTID) {
 			ms.Sets[g.DomainID] = &g
 		}
 	}
+}
+
+// followsRead returns a *HistoryError when the GTID header of a file the
+// stream rotated into mid-stream (entered) shows a state behind what was
+// read before (why, from listBehind or previousLacks): in one binlog
+// history a file begins after every transaction of the earlier files, so
+// the server's binlog was reset (or restored) under the stream, which
+// followed the rotation into the new history and would skip what the new
+// history wrote before this file. The stream stops before any
+// transaction of the file, so the checkpoint stays in the old history and
+// the restart's CheckHistory refuses it. Nil otherwise (the header
+// checked once per entered file).
+func (st *state) followsRead(why string) error {
+	if !st.entered {
+		return nil
+	}
+	st.entered = false
+	if why == "" {
+		return nil
+	}
+	mode := ModeFile
+	if st.r.cfg.PositionMode == ModeGTID {
+		mode = ModeGTID
+	}
+	return &HistoryError{Stored: st.resume(), Mode: mode, Change: ChangeReset,
+		Evidence: []string{fmt.Sprintf("the stream rotated into %s, whose %s (noticed while streaming)", st.file, why)}}
+}
+
+// listBehind says how a MariaDB Gtid_list (the state before a file) is
+// behind the tracked set: a domain whose highest sequence number there
+// is below the one already read; "" when none is (domains the list lacks
+// tell nothing: FLUSH BINARY LOGS DELETE_DOMAIN_ID drops them). A pure
+// function.
+func listBehind(tracked mysql.GTIDSet, list []mysql.MariadbGTID) string {
+	ms, ok := tracked.(*mysql.MariadbGTIDSet)
+	if !ok {
+		return ""
+	}
+	top := map[uint32]uint64{}
+	for _, g := range list {
+		top[g.DomainID] = max(top[g.DomainID], g.SequenceNumber)
+	}
+	for _, d := range slices.Sorted(maps.Keys(ms.Sets)) {
+		if t, ok := top[d]; ok && t < ms.Sets[d].SequenceNumber {
+			return fmt.Sprintf("Gtid_list ends domain %d at sequence number %d, behind %s already read", d, t, ms.Sets[d])
+		}
+	}
+	return ""
+}
+
+// previousLacks says which transactions already read (tracked) a MySQL
+// Previous_gtids set (the GTIDs executed before a file) lacks; "" when it
+// has them all or does not parse. A pure function.
+func previousLacks(tracked mysql.GTIDSet, previous string) string {
+	ts, ok := tracked.(*mysql.MysqlGTIDSet)
+	if !ok || ts.String() == "" {
+		return ""
+	}
+	prev, err := mysql.ParseMysqlGTIDSet(previous)
+	if err != nil || prev.Contain(ts) {
+		return ""
+	}
+	return fmt.Sprintf("Previous_gtids %q lacks transactions already read (%s)", previous, ts)
 }
 
 // commitPos returns the open transaction's own end (Txn.Commit) for a

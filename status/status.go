@@ -262,7 +262,7 @@ func lagBytes(files []binlog.LogFile, from, end binlog.Position) (int64, int, er
 		end = binlog.Position{File: files[ei].Name, Pos: uint32(min(files[ei].Size, 1<<32-1))}
 	}
 	if fi > ei || (fi == ei && from.Pos > end.Pos) {
-		return 0, 0, fmt.Errorf("%w: the checkpoint %s is beyond the server's binlog end %s (another server?)",
+		return 0, 0, fmt.Errorf("%w: the checkpoint %s is beyond the server's binlog end %s (its binlog was reset or restored, or this is another server: see docs/operations.md, \"When the server's binlog history changes\")",
 			binlog.ErrPositionUnavailable, from.FilePos(), end.FilePos())
 	}
 	n, after, _ := binlog.Span(files, from, end) // both listed, in order: checked above

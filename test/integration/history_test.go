@@ -275,6 +275,9 @@ func (e *env) stoppedByReset(p *publisher, lost *workload.Plan, want string) {
 	if out, code := e.cli(nil, "status"); code != 1 || !strings.Contains(out, "binlog history changed") {
 		t.Fatalf("status: exit %d, want 1 naming the history change\n%s", code, out)
 	}
+	// The stored checkpoint is still the old history's: a plain restart
+	// is refused too, not resumed in the new history past the lost rows.
+	e.refused("a plain restart after the stop", "binlog history changed")
 	if out, code := e.cli(nil, "checkpoint", "set", "earliest"); code != 0 {
 		t.Fatalf("checkpoint set earliest: exit %d\n%s", code, out)
 	}
