@@ -786,8 +786,11 @@ func (c *Producer) backoff(ctx context.Context, attempt int, warn bool, msg stri
 	delay := backoffDelay(attempt)
 	if warn {
 		if ok, suppressed := c.warn.Allow(time.Now()); ok {
+			// Retries end once both max_attempts were made and
+			// delivery_timeout passed since the first (exhausted): an
+			// attempt past max_attempts is no error.
 			c.log.Warn(msg, append(fields, zap.Int("attempt", attempt), zap.Int("max_attempts", c.cfg.MaxAttempts),
-				zap.Duration("backoff", delay), zap.Int("suppressed", suppressed))...)
+				zap.Duration("delivery_timeout", c.cfg.DeliveryTimeout), zap.Duration("backoff", delay), zap.Int("suppressed", suppressed))...)
 		}
 	}
 	t := time.NewTimer(delay)
