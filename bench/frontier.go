@@ -286,8 +286,8 @@ func readAlongConsumer(topic string, want func() int, stop <-chan struct{}) ([]t
 			return nil
 		}), consumer.Options{})
 	fail(err)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	var run errgroup.Group
+	run.Go(func() error { return c.Run(ctx) })
 	<-stop
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -300,7 +300,7 @@ func readAlongConsumer(topic string, want func() int, stop <-chan struct{}) ([]t
 		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
-	fail(<-done)
+	fail(run.Wait())
 	mu.Lock()
 	defer mu.Unlock()
 	return lat, ids
