@@ -499,6 +499,9 @@ type progress struct {
 	// heartbeats' and acknowledgements' positions), for the measurement's
 	// check that the server's files are still those (binlog.StreamEvidence).
 	read map[string]uint32
+	// suspect: the files the last measurement found shorter than what was
+	// read of them (measureOnce's goroutine only).
+	suspect map[string]bool
 }
 
 // readTo records that the stream read file up to at (g.mu held). It keeps
