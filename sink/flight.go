@@ -46,7 +46,7 @@ func (w *Writer) markInFlight() {
 }
 
 // OldestInFlight returns when the oldest produce round still waiting for
-// the brokers' answer began (zero: none in flight). It keeps growing
+// the brokers' answer began, its Begin included (zero: none in flight). It keeps growing
 // older while Kafka is down, frozen or refusing, until the retries give
 // up (Retries.ToFailure). Safe for concurrent use (a metric computed at
 // scrape).
@@ -113,6 +113,12 @@ func (w *Writer) flushUpTo(ctx context.Context, pending *[]binlog.Position, n in
 			w.whole = o < n && f.pend[o] == f.owns[o]
 		}
 		w.lastSend = f.began
+		if w.inFlight.Load() == 0 {
+			// Begin may wait for the brokers itself (its metadata lookup
+			// retried while every broker is down): the round counts as
+			// unanswered from now.
+			w.inFlight.Store(f.began.UnixNano())
+		}
 		r, err := w.rounds.Begin(ctx, f.msgs)
 		if err != nil && (!w.txnMode() || errors.Is(err, ErrPartitionCount) || IsFatal(err)) {
 			return w.writeError(err, w.owns)

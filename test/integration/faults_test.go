@@ -351,9 +351,13 @@ func TestFaultBrokerDown(t *testing.T) {
 			time.Sleep(down)
 			// The round in flight has waited for an answer since the broker
 			// stopped (what the CdcOutboxProduceUnanswered alert follows).
+			// Until kafka.delivery-timeout (30 s) ends the retries in a
+			// pipeline restart, which begins again at 0.
 			const unanswered = `cdc_outbox_produce_unanswered_seconds{source="default"}`
-			if u, want := metricFloat(t, addr, unanswered), time.Since(stopped).Seconds()-2; !(u >= want) {
-				t.Fatalf("%s after the broker stopped: %s = %v, want at least %.1f", time.Since(stopped).Round(time.Millisecond), unanswered, u, want)
+			if u, since := metricFloat(t, addr, unanswered), time.Since(stopped); since < 25*time.Second && !(u >= since.Seconds()-2) {
+				t.Fatalf("%s after the broker stopped: %s = %v, want at least %.1f", since.Round(time.Millisecond), unanswered, u, since.Seconds()-2)
+			} else {
+				t.Logf("%s after the broker stopped: %s = %v", since.Round(time.Millisecond), unanswered, u)
 			}
 			// Recovery: from the broker's restart until everything committed
 			// during the outage is published.
