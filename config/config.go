@@ -317,33 +317,32 @@ func envCause(err error) error {
 
 // suggest names the known variable closest to k, if one is close.
 func suggest(k string, names []string) string {
-	best, bestD := "", len(k)/3+1
-	for _, n := range names {
-		if d := editDistance(k, n); d < bestD {
-			best, bestD = n, d
-		}
+	if best := closest(k, names); best != "" {
+		return "; did you mean " + best + "?"
 	}
-	if best == "" {
-		return " (every variable is in docs/configuration.md, or cdc-outbox config reference: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, HA, or CDC_OUTBOX_<KEY> for the top-level keys)"
-	}
-	return "; did you mean " + best + "?"
+	return " (every variable is in docs/configuration.md, or cdc-outbox config reference: CDC_OUTBOX_<SECTION>_<KEY> with sections SOURCE, ROUTER, KAFKA, CHECKPOINT, LOG, HA, or CDC_OUTBOX_<KEY> for the top-level keys)"
 }
 
 // suggestKey names the key of keys closest to the unknown key k of a
 // YAML section ("server_id": "server-id"), if one is close: the keys are
 // kebab-case.
 func suggestKey(k string, keys []string) string {
-	kk := strings.ReplaceAll(strings.ToLower(k), "_", "-")
-	best, bestD := "", len(kk)/3+1
-	for _, n := range keys {
-		if d := editDistance(kk, n); d < bestD {
+	if best := closest(strings.ReplaceAll(strings.ToLower(k), "_", "-"), keys); best != "" {
+		return "; did you mean " + best + "?"
+	}
+	return ""
+}
+
+// closest returns the name of names within a third of k's length in edit
+// distance that is nearest to k, "" when none is.
+func closest(k string, names []string) string {
+	best, bestD := "", len(k)/3+1
+	for _, n := range names {
+		if d := editDistance(k, n); d < bestD {
 			best, bestD = n, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return "; did you mean " + best + "?"
+	return best
 }
 
 func editDistance(a, b string) int {
