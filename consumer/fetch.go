@@ -164,6 +164,9 @@ func (c *Consumer) fetchAll(ctx context.Context, ps []*partition, w *waker) erro
 				lctx, cancel = context.WithTimeout(ctx, leaderlessLookup)
 			}
 			progressed, err = c.readLeaders(lctx, groups, w)
+			if len(groups) == 0 {
+				<-lctx.Done() // every partition leaderless: nothing to read meanwhile, look again then
+			}
 			cancel()
 			if err == nil && len(none) > 0 && ctx.Err() == nil {
 				if ok, suppressed := warn.Allow(time.Now()); ok {
