@@ -35,6 +35,15 @@ sed -e "s/'cdc_outbox'@/'$DEMO_USER'@/g" -e "s/'change-me'/'$DEMO_PASSWORD'/" sc
 $STACK mysql im -e "ALTER USER '$DEMO_USER'@'%' IDENTIFIED BY '$DEMO_PASSWORD'"
 $STACK mysql im -e "TRUNCATE im_message; TRUNCATE im_event_outbox"
 $STACK kafka-topics --create --topic "$TOPIC" --partitions 6 >/dev/null
+# A broker started a moment ago may answer metadata before it leads the new
+# topic's partitions, and the publisher refuses a missing router.topic at
+# once: wait until every partition has a leader.
+for _ in $(seq 1 30); do
+  leaders=$($STACK kafka-topics --describe --topic "$TOPIC" 2>/dev/null | grep -c 'Leader: [0-9]' || true)
+  [ "$leaders" = 6 ] && break
+  sleep 1
+done
+[ "$leaders" = 6 ] || { echo "topic $TOPIC: $leaders of 6 partitions have a leader after 30 s"; exit 1; }
 echo "ok"
 
 # The example config, with this run's topic and checkpoint key from the environment.
