@@ -82,6 +82,11 @@ func (c reportCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 
 func (reportCore) Sync() error { return nil }
 
+// info prints an INFO line: a fact the reader should know, not a check.
+func (r *Report) info(what, format string, a ...any) {
+	fmt.Fprintf(r.w, "INFO  %-12s %s\n", what, fmt.Sprintf(format, a...))
+}
+
 // ok prints an OK line.
 func (r *Report) ok(what, format string, a ...any) {
 	r.passed++
@@ -115,6 +120,9 @@ func RunSources(ctx context.Context, cfg config.Config, name string, r *Report) 
 	ps, err := cfg.Selected(name)
 	if err != nil {
 		return err
+	}
+	for _, e := range cfg.Environment() {
+		r.info("config", "%s", e)
 	}
 	for i, p := range ps {
 		if len(ps) > 1 {

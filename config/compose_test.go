@@ -71,7 +71,7 @@ func TestComposeEnvironment(t *testing.T) {
 			}
 			sort.Strings(environ)
 			cfg := Default()
-			if err := applyEnv(&cfg, environ); err != nil {
+			if _, err := applyEnv(&cfg, environ); err != nil {
 				t.Fatalf("the cdc-outbox service's environment: %v", err)
 			}
 		})
@@ -93,7 +93,7 @@ func TestComposeSecure(t *testing.T) {
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}
-	if err := applyEnv(&cfg, environ); err != nil {
+	if _, err := applyEnv(&cfg, environ); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Source.SSLMode != binlog.SSLVerifyIdentity || cfg.Source.PasswordFile == "" || cfg.Source.Password != "" {

@@ -85,6 +85,9 @@ type Config struct {
 	// budget".
 	LatencyBudget time.Duration `yaml:"latency-budget" env:"LATENCY_BUDGET" doc:"The p99 commit → append latency to aim at: higher means fewer, fuller produce requests (less broker CPU); source.linger and kafka.transaction-interval derive from it unless set (docs/operations.md, Latency budget)." rule:"1ms to 10s"`
 
+	// environment: the settings the CDC_OUTBOX_* variables gave (Load).
+	environment []EnvSetting
+
 	// tableBeside: the source sections ("source", "sources[1].source")
 	// that give source.table beside source.tables (found by Load).
 	tableBeside []string
@@ -134,9 +137,11 @@ func Load(path string) (Config, error) {
 		}
 		_ = yaml.Unmarshal(b, &doc) // decoded above
 	}
-	if err := applyEnv(&cfg, os.Environ()); err != nil {
+	set, err := applyEnv(&cfg, os.Environ())
+	if err != nil {
 		return cfg, fmt.Errorf("config: environment: %w", err)
 	}
+	cfg.environment = environmentSettings(set, func(path string) bool { return hasKey(&doc, strings.Split(path, ".")...) })
 	// source.table has a default: only the file or the environment tell
 	// whether it was given beside source.tables (Validate refuses that).
 	if len(cfg.Source.Tables) > 0 && (hasKey(&doc, "source", "table") || os.Getenv(EnvPrefix+"SOURCE_TABLE") != "") {
@@ -187,14 +192,60 @@ func hasKey(n *yaml.Node, path ...string) bool {
 	return false
 }
 
+// EnvSetting is a setting a CDC_OUTBOX_* variable gave (names only: the
+// value may be a secret).
+type EnvSetting struct {
+	Var string // CDC_OUTBOX_SOURCE_PASSWORD
+	Key string // source.password
+	// OverridesFile: the config file gives the key too (or its -file
+	// variant, for a secret): the variable's value is the one used.
+	OverridesFile bool
+}
+
+// String is "source.password from CDC_OUTBOX_SOURCE_PASSWORD", with
+// ", over the file's value" when OverridesFile.
+func (e EnvSetting) String() string {
+	s := e.Key + " from " + e.Var
+	if e.OverridesFile {
+		s += ", over the file's value"
+	}
+	return s
+}
+
+// Environment returns the settings the CDC_OUTBOX_* variables gave, by
+// key: the start log and check name them, so that a variable left in a
+// deployment's environment never overrides the file unseen.
+func (c Config) Environment() []EnvSetting { return c.environment }
+
+// environmentSettings names the variables of set (applyEnv's) with their
+// keys; inFile(path) reports whether the config file gives the key path.
+func environmentSettings(set map[string]string, inFile func(path string) bool) []EnvSetting {
+	if len(set) == 0 {
+		return nil
+	}
+	secs, _ := ReferenceSections() // a key without its doc tag does not matter here
+	var out []EnvSetting
+	for _, s := range secs {
+		for _, k := range s.Keys {
+			if _, ok := set[k.Env]; !ok || k.Env == "" {
+				continue
+			}
+			over := inFile(k.Path) || (k.File != "" && inFile(k.File))
+			out = append(out, EnvSetting{Var: k.Env, Key: k.Path, OverridesFile: over})
+		}
+	}
+	slices.SortFunc(out, func(a, b EnvSetting) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
 // applyEnv applies the CDC_OUTBOX_* variables of environ (KEY=value) to
-// cfg. A variable with the prefix that names no setting, an empty value,
-// or a value that does not parse, is an error naming the variable; all are
-// joined.
-func applyEnv(cfg *Config, environ []string) error {
+// cfg and returns those it applied (name → value). A variable with the
+// prefix that names no setting, an empty value, or a value that does not
+// parse, is an error naming the variable; all are joined.
+func applyEnv(cfg *Config, environ []string) (map[string]string, error) {
 	params, err := env.GetFieldParamsWithOptions(cfg, env.Options{Prefix: EnvPrefix})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	known := map[string]bool{}
 	var names []string
@@ -235,16 +286,16 @@ func applyEnv(cfg *Config, environ []string) error {
 	}
 	if len(errs) > 0 {
 		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-		return errors.Join(errs...)
+		return nil, errors.Join(errs...)
 	}
 	if len(set) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := env.ParseWithOptions(cfg, env.Options{Prefix: EnvPrefix, Environment: set}); err != nil {
-		return err
+		return nil, err
 	}
 	replaceSecretForms(cfg, set)
-	return nil
+	return set, nil
 }
 
 // replaceSecretForms makes a variable that gives a secret in one form

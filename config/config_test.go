@@ -255,6 +255,26 @@ func TestLoadConfigEnvOverrides(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
+	// The start log and check name each of them, and whether it replaced
+	// a value of the file.
+	got := map[string]string{}
+	for _, e := range cfg.Environment() {
+		got[e.Key] = e.String()
+	}
+	for key, want := range map[string]string{
+		"source.password":         "source.password from CDC_OUTBOX_SOURCE_PASSWORD, over the file's value",
+		"kafka.brokers":           "kafka.brokers from CDC_OUTBOX_KAFKA_BROKERS, over the file's value",
+		"kafka.dead-letter-topic": "kafka.dead-letter-topic from CDC_OUTBOX_KAFKA_DEAD_LETTER_TOPIC",
+		"shutdown-timeout":        "shutdown-timeout from CDC_OUTBOX_SHUTDOWN_TIMEOUT, over the file's value",
+		"kafka.on-poison":         "kafka.on-poison from CDC_OUTBOX_KAFKA_ON_POISON",
+	} {
+		if got[key] != want {
+			t.Errorf("Environment() %s: %q, want %q", key, got[key], want)
+		}
+	}
+	if len(got) != 13 {
+		t.Errorf("Environment() has %d settings, want the 13 variables: %v", len(got), got)
+	}
 }
 
 func TestLoadConfigEnvWithoutFile(t *testing.T) {
@@ -440,7 +460,7 @@ func TestLoadConfigPoisonPolicy(t *testing.T) {
 // (not the Go field's), every problem at once; other variables are ignored.
 func TestApplyEnvErrors(t *testing.T) {
 	cfg := Default()
-	err := applyEnv(&cfg, []string{
+	_, err := applyEnv(&cfg, []string{
 		"HOME=/root",
 		"CDC_OUTBOX_KAFKA_BATCH_SIZ=10",
 		"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1",
@@ -475,13 +495,13 @@ func TestApplyEnvErrors(t *testing.T) {
 
 	// An empty value (an unset secret in a template) is refused, not ignored.
 	cfg = Default()
-	err = applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_PASSWORD=", "CDC_OUTBOX_KAFKA_BROKERS="})
+	_, err = applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_PASSWORD=", "CDC_OUTBOX_KAFKA_BROKERS="})
 	if err == nil || !strings.Contains(err.Error(), "CDC_OUTBOX_SOURCE_PASSWORD is set but empty") || !strings.Contains(err.Error(), "CDC_OUTBOX_KAFKA_BROKERS is set but empty") {
 		t.Fatalf("empty values: err = %v", err)
 	}
 
 	cfg = Default()
-	if err := applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1", "CDC_OUTBOX_CHECKPOINT_ADDR=127.0.0.1:2"}); err != nil {
+	if _, err := applyEnv(&cfg, []string{"CDC_OUTBOX_SOURCE_ADDR=127.0.0.1:1", "CDC_OUTBOX_CHECKPOINT_ADDR=127.0.0.1:2"}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Source.Addr != "127.0.0.1:1" || cfg.Checkpoint.Addr != "127.0.0.1:2" || cfg.Kafka.BatchSize != Default().Kafka.BatchSize {

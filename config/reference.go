@@ -42,7 +42,8 @@ func Reference() (string, error) {
 		TopLevel:  "Top level",
 		Intro: `Every key of the configuration file, by section. Where a value comes from, in order: the defaults below, the YAML file
 given with ` + "`--config`" + ` (an unknown key is an error naming the keys its section has), then the ` + "`" + EnvPrefix + "*`" + ` environment
-variables (an unknown or empty variable is an error naming the closest one). In a variable a list is comma-separated
+variables (an unknown or empty variable is an error naming the closest one; the start log's ` + "`from_environment`" + ` and
+` + "`check`" + `'s INFO lines name each key a variable set, and whether it replaced the file's value). In a variable a list is comma-separated
 (` + "`CDC_OUTBOX_KAFKA_BROKERS=k1:9092,k2:9092`" + `), a map is ` + "`key:value`" + ` pairs, comma-separated, a duration has a unit
 (` + "`500ms`, `30s`, `2m`" + `), a boolean is ` + "`true` or `false`" + `.
 

@@ -191,7 +191,8 @@ func (p *Publisher) run(ctx context.Context) error {
 		zap.String("table", src.Schema+"."+src.Table), zap.String("position_mode", src.PositionMode), zap.String("start", src.Start),
 		zap.String("topic", startTopic(cfg)), zap.Strings("brokers", cfg.Kafka.Brokers), zap.String("on_poison", cfg.Kafka.OnPoison),
 		zap.String("checkpoint_key", cfg.Checkpoint.Key), zap.String("redis", cfg.Checkpoint.Where()),
-		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover))
+		zap.Duration("checkpoint_interval", cfg.Checkpoint.Interval), zap.Bool("checkpoint_recover", cfg.Checkpoint.Recover),
+		zap.Stringers("from_environment", cfg.Environment()))
 	// security.go, tls.go, client.go: what protects each connection.
 	p.log.Info("security", zap.String("source_ssl_mode", cmp.Or(src.SSLMode, binlog.SSLPreferred)),
 		zap.Bool("kafka_tls", cfg.Kafka.TLS.Enabled), zap.String("kafka_sasl", cfg.Kafka.SASL.Mechanism), zap.Bool("redis_tls", cfg.Checkpoint.TLS.Enabled))
