@@ -365,8 +365,12 @@ type state struct {
 	// GTID header (Gtid_list, Previous_gtids) is not checked yet
 	// (followsRead).
 	entered bool
-	gset    mysql.GTIDSet
-	gtid    string // GTID of the open transaction
+	// left: where the stream would have resumed just before it rotated
+	// into the entered file (the end of the last transaction read of the
+	// file before): what the checkpoint holds once all is acknowledged.
+	left Position
+	gset mysql.GTIDSet
+	gtid string // GTID of the open transaction
 	// commitMicros: the open transaction's immediate_commit_timestamp
 	// (MySQL 8.0.1+ GTID event: µs since the epoch, on this server); 0
 	// unknown (MariaDB, older servers): the commit event's 1 s time then.
@@ -476,7 +480,7 @@ func (st *state) handle(ev *replication.BinlogEvent, h *replication.EventHeader)
 			st.file, st.opened = next, time.Time{}
 			// Entered mid-stream, after events of the binlog were read:
 			// the file's GTID header must follow all of them.
-			st.entered = st.read
+			st.entered, st.left = st.read, st.resume()
 		}
 		if !st.inTxn && st.pos.File != st.file {
 			// Rotation between transactions: the next transaction starts
@@ -699,7 +703,7 @@ func (st *state) followsRead(why string) error {
 	if st.r.cfg.PositionMode == ModeGTID {
 		mode = ModeGTID
 	}
-	return &HistoryError{Stored: st.resume(), Mode: mode, Change: ChangeReset,
+	return &HistoryError{Stored: st.left, Mode: mode, Change: ChangeReset,
 		Evidence: []string{fmt.Sprintf("the stream rotated into %s, whose %s (noticed while streaming)", st.file, why)}}
 }
 

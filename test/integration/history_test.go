@@ -275,6 +275,11 @@ func (e *env) stoppedByReset(p *publisher, lost *workload.Plan, want string) {
 	if out, code := e.cli(nil, "status"); code != 1 || !strings.Contains(out, "binlog history changed") {
 		t.Fatalf("status: exit %d, want 1 naming the history change\n%s", code, out)
 	}
+	// The error names the position the checkpoint holds (the old
+	// history's), not where the stream was when it noticed.
+	if cp := e.checkpoint(); cp == nil || !logHas(p.log, fmt.Sprintf("refusing to resume at %s:%d", cp.File, cp.Pos)) {
+		t.Fatalf("the stop does not name the stored checkpoint %+v", cp)
+	}
 	// The stored checkpoint is still the old history's: a plain restart
 	// is refused too, not resumed in the new history past the lost rows.
 	e.refused("a plain restart after the stop", "binlog history changed")
