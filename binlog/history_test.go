@@ -295,3 +295,52 @@ func TestFileHeaderFollowsRead(t *testing.T) {
 		t.Errorf("a MySQL set against a Gtid_list: %q", got)
 	}
 }
+
+// Rotated into a file mid-stream where the GTID header tells nothing
+// (MySQL with gtid_mode OFF: an empty Previous_gtids; nothing tracked),
+// the server's file the stream left must be at least as long as what was
+// read of it: shorter, it is another history's (reset, then FLUSH BINARY
+// LOGS), and the reader stops before the new file's transactions, naming
+// where the stream left the old file.
+func TestRotationChecksFileLeft(t *testing.T) {
+	const file2 = "mysql-bin.000002"
+	for _, c := range []struct {
+		name    string
+		logs    []LogFile
+		err     error
+		refused bool
+	}{
+		{"the file ends where it was read to", []LogFile{{file1, 5000}, {file2, 157}}, nil, false},
+		{"the file ends after it (its rotate event)", []LogFile{{file1, 5047}, {file2, 157}}, nil, false},
+		{"the file was created again, shorter", []LogFile{{file1, 900}, {file2, 157}}, nil, true},
+		{"the file was purged at once", []LogFile{{file2, 157}}, nil, false},
+		{"the server does not answer (a warning; the measurement compares again)", nil, errors.New("connection refused"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newState(t, mysql.MySQLFlavor, "")
+			st.file, st.pos, st.read = file1, Position{File: file1, Pos: 5000}, true
+			asked := 0
+			st.r.logSizes = func() ([]LogFile, error) { asked++; return c.logs, c.err }
+			_, err := st.handle(rotate(file2, 4), &replication.EventHeader{EventType: replication.ROTATE_EVENT})
+			if err == nil {
+				_, err = st.handle(ev(replication.PREVIOUS_GTIDS_EVENT, 0, &replication.PreviousGTIDsEvent{}), &replication.EventHeader{EventType: replication.PREVIOUS_GTIDS_EVENT})
+			}
+			if asked != 1 {
+				t.Fatalf("asked the server %d times, want once", asked)
+			}
+			var he *HistoryError
+			switch {
+			case c.refused != errors.As(err, &he):
+				t.Fatalf("err %v, refused want %v", err, c.refused)
+			case c.refused && (he.Stored.FilePos() != file1+":5000" || !strings.Contains(err.Error(), "is 900 bytes, but the stream read it up to offset 5000") || !IsFatal(err)):
+				t.Fatalf("message: %v", err)
+			case !c.refused && err != nil:
+				t.Fatal(err)
+			}
+			// Once per entered file.
+			if _, err := st.handle(ev(replication.PREVIOUS_GTIDS_EVENT, 0, &replication.PreviousGTIDsEvent{}), &replication.EventHeader{EventType: replication.PREVIOUS_GTIDS_EVENT}); err != nil || asked != 1 {
+				t.Fatalf("a second header: err %v, asked %d", err, asked)
+			}
+		})
+	}
+}

@@ -19,8 +19,12 @@ type LogFile struct {
 
 // BinaryLogSizes returns the server's binlog files with their sizes in
 // bytes, oldest first.
-func (s *Server) BinaryLogSizes() ([]LogFile, error) {
-	r, err := s.conn.Execute("SHOW BINARY LOGS")
+func (s *Server) BinaryLogSizes() ([]LogFile, error) { return logSizes(s.conn) }
+
+// logSizes is SHOW BINARY LOGS on c: the files and their sizes in bytes,
+// oldest first.
+func logSizes(c *Conn) ([]LogFile, error) {
+	r, err := c.Execute("SHOW BINARY LOGS")
 	if err != nil {
 		return nil, fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err)
 	}

@@ -44,6 +44,9 @@ type Reader struct {
 	// transaction starting at file:start (set by Run: SHOW BINLOG EVENTS
 	// on a connection of its own); nil: unknown.
 	findCommit func(file string, start uint32) (uint32, error)
+	// logSizes returns the server's binlog files and sizes (set by Run:
+	// SHOW BINARY LOGS on a connection of its own); nil: no server to ask.
+	logSizes func() ([]LogFile, error)
 	// heard: when the server was last heard from (a transaction read, a
 	// heartbeat), Unix nanoseconds; 0: not yet (LastHeard).
 	heard atomic.Int64
@@ -165,6 +168,28 @@ func (r *Reader) Run(ctx context.Context) error {
 			return findCommit(streamEvents(conn), file, start)
 		}
 		defer func() { r.findCommit = nil }()
+	}
+	if r.logSizes == nil {
+		// The server's binlog files and sizes, asked when the stream
+		// rotates into a file mid-stream (followsRead), on a plain SQL
+		// connection of its own, opened at the first such rotation.
+		var conn *Conn
+		defer func() {
+			if conn != nil {
+				conn.Close()
+			}
+		}()
+		r.logSizes = func() ([]LogFile, error) {
+			if conn == nil {
+				c, err := Dial(ctx, r.cfg, "")
+				if err != nil {
+					return nil, fmt.Errorf("binlog: connect to %s to list the binlog files after a rotation: %w", r.cfg.Addr, err)
+				}
+				conn = c
+			}
+			return logSizes(conn)
+		}
+		defer func() { r.logSizes = nil }()
 	}
 
 	st := &state{r: r, pos: r.from, opened: r.from.Opened}
@@ -691,11 +716,23 @@ func (st *state) mergeList(list []mysql.MariadbGTID) {
 // transaction of the file, so the checkpoint stays in the old history and
 // the restart's CheckHistory refuses it. Nil otherwise (the header
 // checked once per entered file).
+//
+// Without GTIDs to compare (MySQL with gtid_mode OFF, its default), the
+// file the stream left is looked up instead (leftShorter): in one history
+// it ends at or after where the stream read it up to; after a reset and a
+// FLUSH BINARY LOGS the server's file of that name is the new history's,
+// shorter (the dump thread waited at the old offset of it, then rotated on).
 func (st *state) followsRead(why string) error {
 	if !st.entered {
 		return nil
 	}
 	st.entered = false
+	if why == "" {
+		var err error
+		if why, err = st.leftShorter(); err != nil {
+			return err
+		}
+	}
 	if why == "" {
 		return nil
 	}
@@ -705,6 +742,34 @@ func (st *state) followsRead(why string) error {
 	}
 	return &HistoryError{Stored: st.left, Mode: mode, Change: ChangeReset,
 		Evidence: []string{fmt.Sprintf("the stream rotated into %s, whose %s (noticed while streaming)", st.file, why)}}
+}
+
+// leftShorter asks the server for the file the stream rotated out of
+// (st.left) and says how it is shorter than what was read of it
+// (StreamEvidence); "" when it is not, or is not listed any more (purged
+// at once: nothing to compare), or when the reader has no way to ask (a
+// reader of files, tests). A file no longer written to has its final size,
+// so one answer is conclusive. When the server does not answer (a lacking
+// privilege, a dropped connection), a warning says so and the stream goes
+// on: the binlog measurement compares the files again within 30 s.
+func (st *state) leftShorter() (string, error) {
+	if st.r.logSizes == nil || st.left.File == "" {
+		return "", nil
+	}
+	logs, err := st.r.logSizes()
+	if err != nil {
+		st.r.log.Warn("could not list the binlog files to check the file the stream rotated out of", zap.String("file", st.left.File), zap.Uint32("pos", st.left.Pos), zap.Error(err))
+		return "", nil
+	}
+	left := st.left
+	i := slices.IndexFunc(logs, func(l LogFile) bool { return l.Name == left.File })
+	if i < 0 {
+		return "", nil
+	}
+	if ev := StreamEvidence(logs[i:i+1], left); ev != "" {
+		return "previous file is another history: " + ev, nil
+	}
+	return "", nil
 }
 
 // listBehind says how a MariaDB Gtid_list (the state before a file) is

@@ -302,9 +302,15 @@ func (e *env) stoppedByReset(p *publisher, lost *workload.Plan, want string) {
 // publisher's binlog measurement sees the file shorter than what it read
 // and stops (exit 1) within a measurement period, naming the reset and the
 // fix; checkpoint set earliest then publishes the whole new history.
+//
+// "flushed at once": a FLUSH BINARY LOGS right after the reset, before
+// any transaction, gives the second file an empty GTID header (MariaDB's
+// Gtid_list lists no domain), which tells nothing; the server's first
+// file, shorter than what the stream read of it, does (leftShorter: the
+// check for MySQL with gtid_mode OFF, whose headers never tell).
 func TestHistoryResetSameFile(t *testing.T) {
-	for i, rotate := range []bool{false, true} {
-		name := map[bool]string{false: "stalled", true: "rotated"}[rotate]
+	for i, name := range []string{"stalled", "rotated", "flushed at once"} {
+		rotate, atOnce := i > 0, i == 2
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			e.resetBinlogs() // the stream reads the first file, which the next reset creates again
@@ -315,11 +321,14 @@ func TestHistoryResetSameFile(t *testing.T) {
 			}
 			requireOK(t, e.consume(verify.NewChecker(old.Last), verify.NewConsumer(sink.Config{Brokers: brokers}, e.topic), time.Minute))
 			e.resetBinlogs()
+			if atOnce {
+				e.exec("FLUSH BINARY LOGS")
+			}
 			lost := workload.Generate(2907+uint64(10*i), 1000, 5, 10, 1, 1, 100) // far less than the old offset
 			if err := produce(e.writer(), lost); err != nil {
 				t.Fatal(err)
 			}
-			if rotate {
+			if rotate && !atOnce {
 				// The dump thread follows the rotation into the new
 				// history's second file: the rows of its first are skipped.
 				e.exec("FLUSH BINARY LOGS")
