@@ -307,12 +307,24 @@ func (e *env) stoppedByReset(p *publisher, lost *workload.Plan, want string) {
 // any transaction, gives the second file an empty GTID header (MariaDB's
 // Gtid_list lists no domain), which tells nothing; the server's first
 // file, shorter than what the stream read of it, does (leftShorter: the
-// check for MySQL with gtid_mode OFF, whose headers never tell).
+// check for MySQL with gtid_mode OFF, whose headers never tell), and so
+// does it in "rotated without GTIDs" (MySQL with gtid_mode OFF, its default).
 func TestHistoryResetSameFile(t *testing.T) {
-	for i, name := range []string{"stalled", "rotated", "flushed at once"} {
-		rotate, atOnce := i > 0, i == 2
+	for i, name := range []string{"stalled", "rotated", "flushed at once", "rotated without GTIDs"} {
+		rotate, atOnce, gtidOff := i > 0, i == 2, i == 3
 		t.Run(name, func(t *testing.T) {
+			if gtidOff {
+				onlyMySQL(t, "MariaDB has no gtid_mode")
+			}
 			e := newEnv(t)
+			if gtidOff {
+				// One step at a time (the MySQL manual, "Changing GTID Mode on
+				// Online Servers"); back to ON afterwards for the next tests.
+				e.exec("SET GLOBAL gtid_mode = ON_PERMISSIVE", "SET GLOBAL gtid_mode = OFF_PERMISSIVE", "SET GLOBAL gtid_mode = OFF")
+				t.Cleanup(func() {
+					e.exec("SET GLOBAL gtid_mode = OFF_PERMISSIVE", "SET GLOBAL gtid_mode = ON_PERMISSIVE", "SET GLOBAL gtid_mode = ON")
+				})
+			}
 			e.resetBinlogs() // the stream reads the first file, which the next reset creates again
 			p := e.start()
 			old := workload.Generate(2906+uint64(10*i), 0, 20, 300, 1, 1, 300)
