@@ -13,15 +13,35 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// firstEventTimeout bounds the short binlog dump that reads a file's first
-// event header.
-const firstEventTimeout = 10 * time.Second
+// firstEventTimeout bounds each short binlog dump that reads a file's
+// first event header; firstEventTries dumps are tried.
+const (
+	firstEventTimeout = 10 * time.Second
+	firstEventTries   = 2
+)
 
 // FirstEventTime returns the timestamp of file's first event (its
 // Format_description event at offset 4: when the server opened the file),
 // read through a short binlog dump from file:4 with the configured replica
 // server_id. One-second resolution (the binlog event header's timestamp).
+// A dump that sends nothing within firstEventTimeout is tried once more on
+// a new connection (a MySQL 9.7 under load once sent nothing for 10 s to
+// the dump that followed another one of the same server_id); after that
+// the error names the file and the wait.
 func (s *Server) FirstEventTime(ctx context.Context, file string) (time.Time, error) {
+	for try := 1; ; try++ {
+		t, err := s.firstEventTime(ctx, file)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return t, err
+		}
+		if try == firstEventTries {
+			return t, &PositionError{Pos: Position{File: file, Pos: 4}, Err: fmt.Errorf("binlog: the server sent no event of %s in %d binlog dumps from its offset 4, each given %s: check the server's load and error log", file, try, firstEventTimeout)}
+		}
+		s.log.Warn("a binlog dump sent no event in time; trying once more", zap.String("file", file), zap.Uint32("pos", 4), zap.Duration("waited", firstEventTimeout))
+	}
+}
+
+func (s *Server) firstEventTime(ctx context.Context, file string) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, firstEventTimeout)
 	defer cancel()
 	syncer, err := newSyncer(ctx, s.cfg, s.flavor, s.log)
