@@ -42,19 +42,31 @@ demo-gateway:
 ## all of them on MariaDB 10.11, then (test-flavours-ci) all of them on MySQL 9.7 and the
 ## server-dependent subset (FLAVOUR_TESTS) on MariaDB 11.8, one after the other, on the same Redis and Kafka
 test: vet deploy-check release-check
+	$(call phase,stack up)
 	$(STACK) up
+	$(call phase,unit)
 	$(MAKE) unit
+	$(call phase,integration on MariaDB 10.11)
 	eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
 	# the producer against the real broker (idempotence: a resent batch stored once)
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
 	# the OTLP export against a real OpenTelemetry Collector
+	$(call phase,otel and image)
 	$(MAKE) --no-print-directory test-otel
 	# the release image run with podman against the stack
 	$(MAKE) --no-print-directory image-run-check
+	$(call phase,cluster)
 	$(MAKE) --no-print-directory test-cluster CLUSTER_RUN='$(CLUSTER_CI)'
+	$(call phase,flavours)
 	$(MAKE) --no-print-directory test-flavours-ci
+	$(call phase,secure)
 	$(MAKE) --no-print-directory test-secure
+	$(call phase,gateway)
 	$(MAKE) --no-print-directory test-gateway
+	$(call phase,done)
+
+# phase prints a line that dates a phase of `make test` in the CI log (where the time goes).
+phase = @echo "=== phase $(1) at $$(date -u +%H:%M:%S)"
 
 # The tests whose behaviour depends on the server: publish and order, rollback, kill -9 and
 # resume (file and GTID mode), restart from a checkpoint, bad start positions, replay by
