@@ -409,8 +409,13 @@ func TestCheckWarnsWithoutReplicaListing(t *testing.T) {
 		strings.Contains(out, "unused") || !strings.Contains(out, "not checked (see WARN)") || !strings.Contains(out, result) {
 		t.Fatalf("check without REPLICATION MASTER ADMIN: exit %d, want 0 with a WARN line:\n%s", code, out)
 	}
+	// The variables are named, their values never printed.
+	if !strings.Contains(out, "INFO  config       source.password from CDC_OUTBOX_SOURCE_PASSWORD") ||
+		!strings.Contains(out, "INFO  config       source.user from CDC_OUTBOX_SOURCE_USER") || strings.Contains(out, "pw ") {
+		t.Fatalf("check does not name the settings from the environment:\n%s", out)
+	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if !strings.HasPrefix(line, "OK ") && !strings.HasPrefix(line, "WARN ") && !strings.HasPrefix(line, "result: ") {
+		if !strings.HasPrefix(line, "OK ") && !strings.HasPrefix(line, "WARN ") && !strings.HasPrefix(line, "INFO ") && !strings.HasPrefix(line, "result: ") {
 			t.Fatalf("check printed a line that is not part of the report: %q\n%s", line, out)
 		}
 	}
