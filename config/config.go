@@ -224,13 +224,23 @@ func environmentSettings(set map[string]string, inFile func(path string) bool) [
 		return nil
 	}
 	secs, _ := ReferenceSections() // a key without its doc tag does not matter here
+	// A secret's two forms: a variable of either replaces the file's value
+	// of the other (replaceSecretForms), so both count as the file's.
+	other := map[string]string{}
+	for _, s := range secs {
+		for _, k := range s.Keys {
+			if k.File != "" {
+				other[k.Path], other[k.File] = k.File, k.Path
+			}
+		}
+	}
 	var out []EnvSetting
 	for _, s := range secs {
 		for _, k := range s.Keys {
 			if _, ok := set[k.Env]; !ok || k.Env == "" {
 				continue
 			}
-			over := inFile(k.Path) || (k.File != "" && inFile(k.File))
+			over := inFile(k.Path) || (other[k.Path] != "" && inFile(other[k.Path]))
 			out = append(out, EnvSetting{Var: k.Env, Key: k.Path, OverridesFile: over})
 		}
 	}

@@ -65,6 +65,13 @@ func TestEnvReplacesSecretForm(t *testing.T) {
 			if !c.check(cfg) {
 				t.Errorf("loaded %+v", cfg.Redacted())
 			}
+			// The start log and check say the variable replaced the
+			// file's value, of either form.
+			for _, e := range cfg.Environment() {
+				if _, ok := c.env[e.Var]; ok && !e.OverridesFile && c.yaml != base {
+					t.Errorf("Environment(): %q, want it over the file's value", e)
+				}
+			}
 		})
 	}
 }
