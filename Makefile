@@ -47,7 +47,7 @@ test: vet deploy-check release-check
 	$(call phase,unit)
 	$(MAKE) unit
 	$(call phase,integration on MariaDB 10.11)
-	eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/
+	eval "$$($(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && $(GO) test -tags integration -count=1 $(IT_PARALLEL) -timeout 30m -v ./test/integration/
 	# the producer against the real broker (idempotence: a resent batch stored once)
 	eval "$$($(STACK) env)" && $(GO) test -tags integration -count=1 -v -run Broker ./sink/
 	# the OTLP export against a real OpenTelemetry Collector
@@ -64,6 +64,11 @@ test: vet deploy-check release-check
 	$(call phase,gateway)
 	$(MAKE) --no-print-directory test-gateway
 	$(call phase,done)
+
+# The integration tests that call t.Parallel (the operator fault matrix's cases, the one-shot
+# commands against frozen servers) each have a world of their own and mostly wait on real time
+# (read timeouts, leases, the alert recording): four side by side on 2 cores, not GOMAXPROCS (2).
+IT_PARALLEL ?= -parallel 4
 
 # phase prints a line that dates a phase of `make test` in the CI log (where the time goes).
 phase = @echo "=== phase $(1) at $$(date -u +%H:%M:%S)"
@@ -96,7 +101,7 @@ SUBSET_FLAVOURS ?= mariadb11
 define flavour_run
 	CDC_FLAVOR=$(1) $(STACK) up
 	t0=$$SECONDS; eval "$$(CDC_FLAVOR=$(1) $(STACK) env)" && unset CDC_KAFKA_CLUSTER_BROKERS && \
-		$(GO) test -tags integration -count=1 -timeout 30m -v $(if $(2),-run '$(2)') ./test/integration/ && \
+		$(GO) test -tags integration -count=1 $(IT_PARALLEL) -timeout 30m -v $(if $(2),-run '$(2)') ./test/integration/ && \
 		$(GO) test -tags integration -count=1 -v -run 'TestMySQLJSONCorpusLive' ./binlog/; \
 		rc=$$?; echo "flavour $(1): integration tests exit $$rc in $$((SECONDS - t0)) s"; \
 		CDC_FLAVOR=$(1) $(STACK) stop-db; exit $$rc
