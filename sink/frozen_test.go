@@ -41,6 +41,7 @@ func wantTimeout(t *testing.T, what string, err error, within, addr string) {
 // setting and the broker (before: "i/o timeout" or "context deadline
 // exceeded", naming no setting).
 func TestFrozenBrokerNamesDialTimeout(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	addr := silentBroker(t)
 	cfg := DefaultConfig()
 	cfg.Brokers = []string{addr}
@@ -82,6 +83,7 @@ func TestFrozenBrokerNamesDialTimeout(t *testing.T) {
 // A broker that stops answering produce requests (kfake holding them):
 // the write fails naming kafka.write-timeout.
 func TestFrozenBrokerNamesWriteTimeout(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })

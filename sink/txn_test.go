@@ -112,6 +112,7 @@ func sameKeys(t *testing.T, what string, got, want map[int32][]string) {
 // every record once, in order, and the newest committed record's headers
 // are read back past the commit markers.
 func TestKfakeTxnCommit(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, 0, 0, 0)
 	p := eosProducer(t, cl, "cdc-outbox-k")
 	if p.MaxInFlight() != MaxInFlight {
@@ -147,6 +148,7 @@ func TestKfakeTxnCommit(t *testing.T) {
 // A newer producer of the same transactional id fences the older one: its
 // next round fails with the named, fatal error and writes nothing visible.
 func TestKfakeTxnProducerFenced(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, 0, 0, 0)
 	ctx := context.Background()
 	a := eosProducer(t, cl, "cdc-outbox-k")
@@ -173,6 +175,7 @@ func TestKfakeTxnProducerFenced(t *testing.T) {
 // consumer sees each record once (and, for the refused commit, a
 // read_uncommitted one sees the aborted copies too).
 func TestKfakeTxnAborted(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	t.Run("commit refused", func(t *testing.T) {
 		cl, _ := kfakeFault(t, 0, 0, 0)
 		var armed atomic.Bool
@@ -381,6 +384,7 @@ func watchCommits(cl *kfake.Cluster, c *commits) {
 // acknowledgement before the first commit, and a read_committed consumer
 // sees every event once, in order.
 func TestKfakeTxnWriterSpansRounds(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	c := &commits{}
 	watchCommits(cl, c)
@@ -413,6 +417,7 @@ func TestKfakeTxnWriterSpansRounds(t *testing.T) {
 // TransactionInterval 0 commits before every round (a transaction per
 // round, the rounds still acknowledged only after their commit).
 func TestKfakeTxnWriterIntervalZero(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	c := &commits{}
 	watchCommits(cl, c)
@@ -440,6 +445,7 @@ func TestKfakeTxnWriterIntervalZero(t *testing.T) {
 // commit succeeded, the read_committed consumer sees each event once and
 // a read_uncommitted one sees the aborted copies too.
 func TestKfakeTxnWriterCommitRefused(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	c := &commits{refuse: func(n int32) bool { return n == 1 }}
 	watchCommits(cl, c)
@@ -472,6 +478,7 @@ func TestKfakeTxnWriterCommitRefused(t *testing.T) {
 // every round of it, the ones landed before the failure included, is
 // produced again.
 func TestKfakeTxnWriterRoundFailed(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	var produces, failed atomic.Int32
 	cl.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -506,6 +513,7 @@ func TestKfakeTxnWriterRoundFailed(t *testing.T) {
 // position; a Writer resuming there completes the stream with each event
 // seen once.
 func TestKfakeTxnWriterCrashMidTransaction(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -586,6 +594,7 @@ func TestKfakeTxnWriterCrashMidTransaction(t *testing.T) {
 // aborts the transaction; every round of it and the new one are produced
 // again, each event seen once.
 func TestKfakeTxnWriterAddRefused(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	var adds, refused atomic.Int32
 	cl.ControlKey(int16(kmsg.AddPartitionsToTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -633,6 +642,7 @@ func TestKfakeTxnWriterAddRefused(t *testing.T) {
 // *WriteError naming the commit, nothing acknowledged, each record
 // written once (the restart's start decision reads what was committed).
 func TestKfakeTxnWriterCommitUnknown(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	cl.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cl.KeepControl()
@@ -686,6 +696,7 @@ func (o *countObserver) Transacted(committed bool) {
 // records per request and transactions (health) come from it. A refused
 // commit counts one aborted transaction.
 func TestKfakeTxnWriterObserved(t *testing.T) {
+	t.Parallel() // a kfake cluster or silent broker of its own; mostly waits
 	cl, _ := kfakeFault(t, -1, 0, 0)
 	c := &commits{refuse: func(n int32) bool { return n == 1 }}
 	watchCommits(cl, c)
