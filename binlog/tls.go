@@ -127,7 +127,7 @@ func (c Config) tlsFor(ctx context.Context) (*tls.Config, error) {
 	case SSLDisabled:
 		return nil, nil
 	case SSLPreferred, "":
-		offers, err := offersTLS(ctx, c.Addr)
+		offers, err := offersTLS(ctx, c.Addr, c.probeBound())
 		if err != nil || !offers {
 			return nil, nil // plaintext; a server that is down fails the real connection
 		}
@@ -135,11 +135,20 @@ func (c Config) tlsFor(ctx context.Context) (*tls.Config, error) {
 	return secure.Client(c.tlsOptions(), sslKeys)
 }
 
-// offersTLS reads the server's initial handshake packet and reports its
-// CLIENT_SSL capability flag (MySQL client/server protocol,
-// "Protocol::HandshakeV10").
-func offersTLS(ctx context.Context, addr string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// probeBound is the wait for the server's greeting when it is read to
+// learn whether the server offers TLS (ssl-mode: preferred): at most
+// 10 s, and no longer than source.read-timeout, which bounds the real
+// connection's handshake behind it, so that a server holding the packets
+// costs a command about one read-timeout, not 10 s more.
+func (c Config) probeBound() time.Duration {
+	return min(cmp.Or(c.ReadTimeout, 10*time.Second), 10*time.Second)
+}
+
+// offersTLS reads the server's initial handshake packet, waiting at most
+// bound, and reports its CLIENT_SSL capability flag (MySQL client/server
+// protocol, "Protocol::HandshakeV10").
+func offersTLS(ctx context.Context, addr string, bound time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -257,7 +266,7 @@ func (c Config) connectError(ctx context.Context, usedTLS bool, err error) error
 	switch {
 	case errors.As(err, &me) && me.Code == codeAccessDenied:
 		hint := ""
-		if offers, perr := offersTLS(ctx, c.Addr); !usedTLS && perr == nil && offers {
+		if offers, perr := offersTLS(ctx, c.Addr, c.probeBound()); !usedTLS && perr == nil && offers {
 			// MariaDB answers a plaintext login to a server with
 			// require_secure_transport=ON with this error too.
 			hint = "; this login was in plaintext and the server offers TLS: if it requires TLS (require_secure_transport=ON), set source.ssl-mode: verify-identity (with source.ssl-ca) or required"
@@ -282,7 +291,7 @@ func (c Config) connectError(ctx context.Context, usedTLS bool, err error) error
 		}
 	}
 	if usedTLS {
-		if offers, perr := offersTLS(ctx, c.Addr); perr == nil && !offers {
+		if offers, perr := offersTLS(ctx, c.Addr, c.probeBound()); perr == nil && !offers {
 			return fmt.Errorf("%w: connect to %s: the server does not offer TLS, and source.ssl-mode is %s: enable TLS on the server (ssl_cert, ssl_key) or set source.ssl-mode: preferred or disabled",
 				ErrTLS, c.Addr, c.SSLMode)
 		}
