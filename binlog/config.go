@@ -89,7 +89,7 @@ type Config struct {
 	// ReadTimeout bounds the wait for the next event; must exceed
 	// HeartbeatPeriod. It also bounds the waits of every SQL connection
 	// (Dial, conn.go).
-	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT" doc:"How long to wait for the next event before the connection counts as dead; also bounds each SQL connection's handshake, and each statement's wait for an answer unless the server, asked on a second connection, still runs it (a long DELETE of prune, a scan of verify wait on); a server that holds the packets: every command then fails naming this key." rule:"more than heartbeat-period"`
+	ReadTimeout time.Duration `yaml:"read-timeout" env:"READ_TIMEOUT" doc:"How long to wait for the next event before the connection counts as dead; also bounds each SQL connection's handshake (and, with ssl-mode preferred, the read of the server's greeting that tells whether it offers TLS, at most 10 s), and each statement's wait for an answer unless the server, asked on a second connection, still runs it (a long DELETE of prune, a scan of verify wait on); a server that holds the packets: every command then fails naming this key." rule:"more than heartbeat-period"`
 	// Linger: after a read of the binlog stream that found it drained
 	// (with less than 64 KiB read since the previous pause), wait this
 	// long before reading again, so that the transactions committed
